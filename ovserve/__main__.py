@@ -1,0 +1,127 @@
+"""Command line: ``ovserve serve ...``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from ovserve import keys
+from ovserve.app import create_app, load_models
+from ovserve.config import ModelSettings, ServerSettings
+from ovserve.engine.spec import SchedulerSettings
+
+log = logging.getLogger("ovserve")
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ovserve", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve a model over the OpenAI-compatible REST API")
+    serve.add_argument("--model_path", type=Path, required=True, help="directory of an OpenVINO IR model")
+    serve.add_argument("--model_name", required=True, help="the name clients send as 'model'")
+    serve.add_argument(
+        "--port", "--rest_port", dest="port", type=int, default=8000, help="REST port (OVMS: --rest_port)"
+    )
+    serve.add_argument("--host", default="0.0.0.0", help="address to bind (default: all interfaces)")
+    serve.add_argument("--device", default="CPU", help="OpenVINO device: CPU, GPU, NPU, ... (passed through)")
+    defaults = SchedulerSettings()
+    serve.add_argument("--cache_size", type=int, default=defaults.cache_size, help="KV cache in GB; 0 grows on demand")
+    serve.add_argument("--max_num_seqs", type=int, default=defaults.max_num_seqs)
+    serve.add_argument("--max_num_batched_tokens", type=int, default=defaults.max_num_batched_tokens)
+    serve.add_argument("--dynamic_split_fuse", type=_bool, default=defaults.dynamic_split_fuse)
+    serve.add_argument("--enable_prefix_caching", type=_bool, default=defaults.enable_prefix_caching)
+    serve.add_argument("--max_tokens_limit", type=int, default=None, help="upper bound (and default) for max_tokens")
+    serve.add_argument("--max_request_mb", type=float, default=64.0, help="largest accepted request body (MB)")
+    serve.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> ServerSettings:
+    scheduler = SchedulerSettings(
+        cache_size=args.cache_size,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        dynamic_split_fuse=args.dynamic_split_fuse,
+        enable_prefix_caching=args.enable_prefix_caching,
+    )
+    model = ModelSettings(
+        name=args.model_name,
+        path=args.model_path,
+        device=args.device,
+        scheduler=scheduler,
+        max_tokens_limit=args.max_tokens_limit,
+    )
+    return ServerSettings(
+        host=args.host,
+        port=args.port,
+        models=[model],
+        max_request_mb=args.max_request_mb,
+        log_level=args.log_level,
+    )
+
+
+async def serve(settings: ServerSettings) -> int:
+    loop = asyncio.get_running_loop()
+    models = await loop.run_in_executor(None, load_models, settings)
+    app = create_app(settings, models)
+    # handler_cancellation: a client that disconnects cancels its handler, which cancels
+    # the engine request (OVMS stops the generation handle the same way).
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    await site.start()
+    for model in models:
+        log.info("serving %r from %s on %s", model.name, model.spec.model_path, model.spec.device)
+    log.info("listening on http://%s:%d (POST /v3/chat/completions, GET /v3/models)", settings.host, settings.port)
+
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    stopping = asyncio.create_task(stop.wait())
+    pending: set[asyncio.Task] = {stopping, *app[keys.ENGINE_LOADS]}
+    exit_code = 0
+    while stopping in pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        failed = [task for task in done if task is not stopping and task.exception() is not None]
+        if failed:
+            for task in failed:
+                log.critical("%s", task.exception())
+            exit_code = 1
+            break
+    log.info("shutting down")
+    stopping.cancel()
+    await runner.cleanup()
+    return exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = settings_from_args(args)
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            location = ".".join(str(part) for part in error["loc"])
+            print(f"ovserve: invalid setting {location}: {error['msg']}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(settings))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""HTTP surface: request/response schemas, routes and the SSE writer."""

@@ -1,0 +1,160 @@
+"""Thin HTTP handlers: parse -> service -> JSON or SSE. Errors are raised, never built here."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from ovserve import keys
+from ovserve.api.protocol import ChatCompletionRequest
+from ovserve.api.sse import SSEWriter, dumps
+from ovserve.errors import BadRequestError, OvserveError, UnsupportedMediaTypeError
+from ovserve.service.chat import ChatJob, ChatService
+
+log = logging.getLogger(__name__)
+
+# curl -d sends form-urlencoded by default: accept it as JSON rather than fail users of the docs.
+_JSON_CONTENT_TYPES = {
+    "application/json",
+    "application/x-www-form-urlencoded",
+    "application/octet-stream",
+    "",
+}
+
+
+def _json_response(payload: Any, status: int = 200) -> web.Response:
+    return web.Response(text=dumps(payload), status=status, content_type="application/json")
+
+
+async def read_json_object(request: web.Request) -> dict[str, Any]:
+    content_type = request.content_type
+    if content_type not in _JSON_CONTENT_TYPES and not content_type.endswith("+json"):
+        raise UnsupportedMediaTypeError(f"expected 'application/json', got '{content_type}'")
+    body = await request.read()
+    try:
+        payload = json.loads(body)
+    except ValueError as exc:
+        raise BadRequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+    if not isinstance(payload, dict):
+        raise BadRequestError("the request body must be a JSON object", code="invalid_json")
+    return payload
+
+
+def validation_error(exc: ValidationError) -> BadRequestError:
+    """Pydantic's first complaint, phrased for an API user, with the offending field as param."""
+    first = exc.errors(include_url=False)[0]
+    location = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if location:
+        message = f"{location}: {message}"
+    return BadRequestError(message, param=location or None)
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    payload = await read_json_object(request)
+    try:
+        chat_request = ChatCompletionRequest.model_validate(payload)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    if ignored := chat_request.unknown_fields():
+        log.info("chat request to %r: ignoring unsupported fields %s", chat_request.model, ignored)
+    service = request.app[keys.CHAT]
+    job = await service.prepare(chat_request)
+    if not chat_request.stream:
+        return _json_response(await service.complete(job))
+    return await _stream(request, service, job)
+
+
+async def _stream(request: web.Request, service: ChatService, job: ChatJob) -> web.StreamResponse:
+    writer = SSEWriter(request)
+    await writer.open()
+    try:
+        async for chunk in service.stream(job):
+            await writer.send(chunk)
+    except OvserveError as exc:
+        # Headers are gone: the failure travels as an error event, then the stream ends normally.
+        log.warning("stream %s failed: %s", job.id, exc.message)
+        await writer.send(exc.body())
+    await writer.done()
+    return writer.response
+
+
+async def list_models(request: web.Request) -> web.Response:
+    models = request.app[keys.MODELS]
+    return _json_response(
+        {
+            "object": "list",
+            "data": [
+                {"id": model.name, "object": "model", "created": model.created, "owned_by": "ovserve"}
+                for model in models
+            ],
+        }
+    )
+
+
+async def get_model(request: web.Request) -> web.Response:
+    model = request.app[keys.MODELS].get(request.match_info["name"])
+    return _json_response({"id": model.name, "object": "model", "created": model.created, "owned_by": "ovserve"})
+
+
+async def health_live(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def health_ready(request: web.Request) -> web.Response:
+    """200 once every served model's engine has loaded (OVMS's server readiness)."""
+    models = request.app[keys.MODELS]
+    ready = all(model.engine.ready for model in models)
+    return web.Response(status=200 if ready else 503)
+
+
+async def health(request: web.Request) -> web.Response:
+    models = request.app[keys.MODELS]
+    states = {model.name: model.engine.state.value for model in models}
+    ready = all(model.engine.ready for model in models)
+    return _json_response({"status": "ok" if ready else "loading", "models": states}, status=200 if ready else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text format: what operators watch (and what tests use to see engine state)."""
+    lines = [
+        "# HELP ovserve_engine_ready 1 when the model's engine process is loaded and serving.",
+        "# TYPE ovserve_engine_ready gauge",
+        "# HELP ovserve_inflight_requests Requests the server is waiting on the engine for.",
+        "# TYPE ovserve_inflight_requests gauge",
+        "# HELP ovserve_engine_requests Requests held by the pipeline (its own get_metrics().requests).",
+        "# TYPE ovserve_engine_requests gauge",
+        "# HELP ovserve_engine_handles Generation handles the engine process is still driving.",
+        "# TYPE ovserve_engine_handles gauge",
+        "# HELP ovserve_engine_restarts_total Engine processes restarted after dying.",
+        "# TYPE ovserve_engine_restarts_total counter",
+    ]
+    for model in request.app[keys.MODELS]:
+        label = f'{{model="{model.name}"}}'
+        lines.append(f"ovserve_engine_ready{label} {int(model.engine.ready)}")
+        lines.append(f"ovserve_inflight_requests{label} {model.engine.inflight}")
+        lines.append(f"ovserve_engine_restarts_total{label} {model.engine.restarts}")
+        if model.engine.ready:
+            try:
+                stats = await model.engine.stats()
+            except (OvserveError, TimeoutError):
+                continue
+            lines.append(f"ovserve_engine_requests{label} {stats['engine_requests']}")
+            lines.append(f"ovserve_engine_handles{label} {stats['active_requests'] + stats['cancelling_requests']}")
+    return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+
+def add_routes(app: web.Application) -> None:
+    for prefix in ("/v3", "/v1", ""):
+        app.router.add_post(f"{prefix}/chat/completions", chat_completions)
+    for prefix in ("/v3", "/v1"):
+        app.router.add_get(f"{prefix}/models", list_models)
+        app.router.add_get(f"{prefix}/models/{{name}}", get_model)
+    app.router.add_get("/v2/health/live", health_live)
+    app.router.add_get("/v2/health/ready", health_ready)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)

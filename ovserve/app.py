@@ -1,0 +1,91 @@
+"""The aiohttp application: routes, the error middleware, and the engines' lifetime."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from ovserve import keys
+from ovserve.api.routes import add_routes
+from ovserve.api.sse import dumps
+from ovserve.config import ServerSettings
+from ovserve.errors import (
+    MethodNotAllowedError,
+    NotFoundError,
+    OvserveError,
+    PayloadTooLargeError,
+    error_body,
+)
+from ovserve.service.chat import ChatService
+from ovserve.service.models import ModelRegistry, ServedModel
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error_response(error: OvserveError) -> web.Response:
+    return web.Response(text=dumps(error.body()), status=error.status, content_type="application/json")
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The one place where failures become HTTP responses in OpenAI's error shape."""
+    try:
+        return await handler(request)
+    except OvserveError as exc:
+        return _error_response(exc)
+    except web.HTTPNotFound:
+        return _error_response(NotFoundError(f"no route for {request.method} {request.path}"))
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return _error_response(
+            MethodNotAllowedError(f"{request.method} is not allowed on {request.path} (use {allowed})")
+        )
+    except web.HTTPRequestEntityTooLarge as exc:
+        return _error_response(PayloadTooLargeError(f"the request body is larger than {exc.text or 'the limit'}"))
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        body = error_body(exc.reason, "invalid_request_error" if exc.status < 500 else "server_error")
+        return web.Response(text=dumps(body), status=exc.status, content_type="application/json")
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        body = error_body("internal server error; see the server log", "server_error", code="internal_error")
+        return web.Response(text=dumps(body), status=500, content_type="application/json")
+
+
+def create_app(settings: ServerSettings, models: ModelRegistry) -> web.Application:
+    app = web.Application(middlewares=[error_middleware], client_max_size=int(settings.max_request_mb * 1024 * 1024))
+    app[keys.SETTINGS] = settings
+    app[keys.MODELS] = models
+    app[keys.CHAT] = ChatService(models)
+    add_routes(app)
+    app.cleanup_ctx.append(_engines)
+    return app
+
+
+async def _engines(app: web.Application) -> AsyncIterator[None]:
+    """Start every engine in the background: the HTTP port answers (health: 503) while they load."""
+    models = app[keys.MODELS]
+    loading = [asyncio.create_task(model.engine.start(), name=f"load-{model.name}") for model in models]
+    app[keys.ENGINE_LOADS] = loading
+    yield
+    for task in loading:
+        task.cancel()
+    await asyncio.gather(*(model.engine.close() for model in models), return_exceptions=True)
+
+
+def load_models(settings: ServerSettings) -> ModelRegistry:
+    level = logging.getLevelName(settings.log_level.upper())
+    return ModelRegistry(
+        [
+            ServedModel.load(model.engine_spec(), max_tokens_limit=model.max_tokens_limit, log_level=level)
+            for model in settings.models
+        ]
+    )

@@ -1,0 +1,49 @@
+"""The wire format between the server process and an engine process.
+
+Messages are tuples (cheap to pickle). The child always sends a *list* of events per step so
+a busy engine costs one pipe write per step, not one per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# parent -> child
+ADD = "add"  # (ADD, request_id, prompt_ids, params_dict)
+CANCEL = "cancel"  # (CANCEL, request_id)
+STATS = "stats"  # (STATS, token)
+SHUTDOWN = "shutdown"  # (SHUTDOWN,)
+
+# child -> parent
+READY = "ready"  # (READY, info_dict)
+FATAL = "fatal"  # (FATAL, message): the pipeline could not be built
+OUTPUT = "out"  # (OUTPUT, request_id, seq_index, text, token_count, logprobs | None, finish | None)
+END = "end"  # (END, request_id, error_kind | None, error_message | None): engine released the request
+STATS_REPLY = "stats_reply"  # (STATS_REPLY, token, dict)
+
+# error kinds carried by END
+ERROR_ENGINE = "engine"  # step() raised while this request was in flight
+ERROR_IGNORED = "ignored"  # the scheduler refused the request (e.g. KV cache too small)
+
+
+@dataclass
+class SequenceOutput:
+    """New text of one sequence (choice) of a request, as the server process sees it."""
+
+    index: int
+    text: str
+    token_count: int
+    logprobs: list[tuple[int, str, float]] | None
+    finish_reason: str | None
+
+
+@dataclass
+class RequestEnded:
+    error_kind: str | None = None
+    error_message: str | None = None
+
+
+EngineEvent = SequenceOutput | RequestEnded
+
+Params = dict[str, Any]

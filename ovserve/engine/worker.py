@@ -1,0 +1,333 @@
+"""The engine process: owns one ContinuousBatchingPipeline and the loop that drives it.
+
+Why a process: ``step()`` holds the GIL for the whole step, so an in-process engine stalls the
+server's event loop by up to a step. Here, one thread (this process's main thread) adds
+requests, calls ``step()``, drains handles and cancels; a reader thread only moves commands from
+the pipe into a queue. Text is detokenized here, so the server process only relays strings.
+
+Engine traps this loop is built around (see shared/feasibility.md):
+- ``handle.read()`` with nothing pending blocks holding the GIL: read only after ``can_read()``.
+- a garbage-collected handle silently drops its request: handles stay in ``_active`` until
+  the engine has released them.
+- duplicate request ids break ``step()``: ids come from the server's monotonic counter.
+- after ``cancel()`` no final output is delivered: END is emitted here instead.
+- if ``step()`` raises, the affected handle stays RUNNING forever: the requests added since the
+  last good step are failed and cancelled (or all, if none were new).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import random
+import threading
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from ovserve.engine import messages as msg
+from ovserve.engine.spec import EngineSpec
+
+log = logging.getLogger("ovserve.engine")
+
+# Test hook, the one fault the real engine cannot produce on demand: a request whose
+# max_new_tokens equals this value makes the next step() raise.
+_FAULT_MAX_TOKENS = int(os.environ.get("OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS", "0") or 0)
+
+
+class IncrementalDetokenizer:
+    """Turns a growing list of token ids into text deltas that never split a UTF-8 character.
+
+    Decodes a short window (vLLM's prefix/read offsets) instead of the whole sequence each
+    time; :meth:`flush` reconciles with a full decode so joined deltas equal ``decode(all)``.
+    """
+
+    def __init__(self, tokenizer: Any, skip_special_tokens: bool) -> None:
+        self._tokenizer = tokenizer
+        self._skip = skip_special_tokens
+        self.ids: list[int] = []
+        self._prefix_offset = 0
+        self._read_offset = 0
+        self.emitted = ""
+
+    def _decode(self, ids: list[int]) -> str:
+        return str(self._tokenizer.decode(ids, skip_special_tokens=self._skip))
+
+    def push(self, new_ids: list[int]) -> str:
+        self.ids.extend(new_ids)
+        prefix_text = self._decode(self.ids[self._prefix_offset : self._read_offset])
+        full_text = self._decode(self.ids[self._prefix_offset :])
+        if len(full_text) <= len(prefix_text) or full_text.endswith("\ufffd"):
+            return ""  # an incomplete UTF-8 sequence: wait for the next token
+        delta = full_text[len(prefix_text) :]
+        self._prefix_offset = self._read_offset
+        self._read_offset = len(self.ids)
+        self.emitted += delta
+        return delta
+
+    def flush(self) -> str:
+        final = self._decode(self.ids)
+        if final.startswith(self.emitted):
+            delta = final[len(self.emitted) :]
+        else:  # the window decode diverged (tokenizer-specific spacing): never resend text
+            log.debug("incremental decode diverged from full decode; dropping the tail")
+            delta = ""
+        self.emitted += delta
+        return delta
+
+
+@dataclass
+class _Active:
+    handle: Any
+    params: dict[str, Any]
+    decoders: dict[int, IncrementalDetokenizer] = field(default_factory=dict)
+    finished_seqs: set[int] = field(default_factory=set)
+
+
+_FINISH_REASONS = {"STOP": "stop", "LENGTH": "length", "TOOL_CALL": "stop"}
+
+
+def build_generation_config(pipe: Any, params: dict[str, Any]) -> Any:
+    """Map resolved :class:`GenerationParams` (as a dict) onto the pipeline's config.
+
+    ``pipe.get_config()`` carries the model's eos/stop token ids; every sampling field is then
+    set explicitly so nothing falls back to a value the server did not choose.
+    """
+    cfg = pipe.get_config()
+    cfg.max_new_tokens = params["max_new_tokens"]
+    cfg.ignore_eos = params["ignore_eos"]
+    cfg.repetition_penalty = params["repetition_penalty"]
+    cfg.presence_penalty = params["presence_penalty"]
+    cfg.frequency_penalty = params["frequency_penalty"]
+    cfg.apply_chat_template = False  # the server already rendered the template
+    cfg.logprobs = 1 if params["logprobs"] else 0
+    if params["stop"]:
+        # The engine matches stop strings at token granularity; the server trims exactly.
+        cfg.stop_strings = set(params["stop"])
+        cfg.include_stop_str_in_output = True
+    if params["beam_search"]:
+        cfg.do_sample = False
+        cfg.num_beams = params["best_of"]
+        cfg.num_beam_groups = 1
+        cfg.num_return_sequences = params["n"]
+        cfg.length_penalty = params["length_penalty"]
+    elif params["temperature"] == 0.0:
+        cfg.do_sample = False
+        cfg.num_return_sequences = 1
+    else:
+        cfg.do_sample = True
+        cfg.temperature = params["temperature"]
+        cfg.top_p = params["top_p"]
+        if params["top_k"] > 0:
+            cfg.top_k = params["top_k"]
+        cfg.min_p = params["min_p"]
+        cfg.num_return_sequences = params["n"]
+        # OVMS: an omitted seed means a random one; the engine's default would repeat itself.
+        seed = params["seed"]
+        cfg.rng_seed = seed if seed is not None else random.getrandbits(32)
+    cfg.validate()
+    return cfg
+
+
+def build_pipeline(spec: EngineSpec) -> Any:
+    import openvino_genai as ov_genai
+
+    scheduler = ov_genai.SchedulerConfig()
+    scheduler.cache_size = spec.scheduler.cache_size
+    scheduler.max_num_seqs = spec.scheduler.max_num_seqs
+    scheduler.max_num_batched_tokens = spec.scheduler.max_num_batched_tokens
+    scheduler.dynamic_split_fuse = spec.scheduler.dynamic_split_fuse
+    scheduler.enable_prefix_caching = spec.scheduler.enable_prefix_caching
+    properties: dict[str, Any] = dict(spec.plugin_config)
+    if spec.draft_models_path is not None:
+        properties["draft_model"] = ov_genai.draft_model(str(spec.draft_models_path), spec.draft_device or spec.device)
+    return ov_genai.ContinuousBatchingPipeline(str(spec.model_path), scheduler, spec.device, properties)
+
+
+class EngineLoop:
+    """The single thread that touches the pipeline."""
+
+    def __init__(self, pipe: Any, conn: Connection) -> None:
+        self._pipe = pipe
+        self._tokenizer = pipe.get_tokenizer()
+        self._conn = conn
+        self._commands: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self._active: dict[int, _Active] = {}
+        self._added_since_step: list[int] = []
+        # Cancelled handles stay referenced until the engine reports them done.
+        self._cancelled: dict[int, Any] = {}
+        self._fail_next_step = False
+        self._running = True
+
+    def start_reader(self) -> None:
+        threading.Thread(target=self._read_commands, name="ovserve-engine-reader", daemon=True).start()
+
+    def _read_commands(self) -> None:
+        while True:
+            try:
+                command = self._conn.recv()
+            except (EOFError, OSError):
+                self._commands.put((msg.SHUTDOWN,))
+                return
+            self._commands.put(command)
+
+    def run(self) -> None:
+        import openvino as ov
+
+        self._ov = ov
+        while self._running:
+            busy = bool(self._active) or bool(self._cancelled)
+            events: list[tuple] = []
+            self._drain_commands(block=not busy, events=events)
+            if self._active or self._cancelled:
+                self._step(events)
+            if events:
+                self._send(events)
+
+    def _send(self, events: list[tuple]) -> None:
+        try:
+            self._conn.send(events)
+        except (BrokenPipeError, OSError):
+            self._running = False  # the server is gone; nothing left to serve
+
+    def _drain_commands(self, *, block: bool, events: list[tuple]) -> None:
+        while True:
+            try:
+                command = self._commands.get(block=block)
+            except queue.Empty:
+                return
+            block = False
+            kind = command[0]
+            if kind == msg.ADD:
+                self._add(command[1], command[2], command[3], events)
+            elif kind == msg.CANCEL:
+                self._cancel(command[1], events)
+            elif kind == msg.STATS:
+                events.append((msg.STATS_REPLY, command[1], self._stats()))
+            elif kind == msg.SHUTDOWN:
+                self._running = False
+                return
+
+    def _add(self, request_id: int, prompt_ids: list[int], params: dict[str, Any], events: list[tuple]) -> None:
+        try:
+            cfg = build_generation_config(self._pipe, params)
+            input_ids = self._ov.Tensor(np.array([prompt_ids], dtype=np.int64))
+            handle = self._pipe.add_request(request_id, input_ids, cfg)
+        except Exception as exc:  # a config the engine refuses: fail this request only
+            log.warning("request %d refused by the engine: %s", request_id, exc)
+            events.append((msg.END, request_id, msg.ERROR_ENGINE, f"the engine refused the request: {exc}"))
+            return
+        active = _Active(handle=handle, params=params)
+        self._active[request_id] = active
+        self._added_since_step.append(request_id)
+        if _FAULT_MAX_TOKENS and params["max_new_tokens"] == _FAULT_MAX_TOKENS:
+            self._fail_next_step = True
+
+    def _cancel(self, request_id: int, events: list[tuple]) -> None:
+        active = self._active.pop(request_id, None)
+        if active is None:
+            return  # already finished; its END is on the way or sent
+        active.handle.cancel()
+        self._cancelled[request_id] = active.handle
+        events.append((msg.END, request_id, None, None))
+
+    def _stats(self) -> dict[str, Any]:
+        metrics = self._pipe.get_metrics()
+        return {
+            "active_requests": len(self._active),
+            "cancelling_requests": len(self._cancelled),
+            "engine_requests": int(metrics.requests),
+            "scheduled_requests": int(metrics.scheduled_requests),
+            "cache_usage": float(metrics.cache_usage),
+        }
+
+    def _step(self, events: list[tuple]) -> None:
+        try:
+            if self._fail_next_step:
+                self._fail_next_step = False
+                raise RuntimeError("injected step failure (OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS)")
+            self._pipe.step()
+        except Exception as exc:
+            self._fail_after_step_error(exc, events)
+            return
+        self._added_since_step.clear()
+        for request_id, active in list(self._active.items()):
+            self._drain(request_id, active, events)
+        for request_id, handle in list(self._cancelled.items()):
+            if handle.get_status().name != "RUNNING":
+                del self._cancelled[request_id]
+
+    def _fail_after_step_error(self, exc: Exception, events: list[tuple]) -> None:
+        suspects = self._added_since_step or list(self._active)
+        log.error("step() failed; failing %d request(s): %s", len(suspects), exc)
+        for request_id in suspects:
+            active = self._active.pop(request_id, None)
+            if active is None:
+                continue
+            active.handle.cancel()
+            self._cancelled[request_id] = active.handle
+            events.append((msg.END, request_id, msg.ERROR_ENGINE, f"the engine failed: {exc}"))
+        self._added_since_step.clear()
+
+    def _drain(self, request_id: int, active: _Active, events: list[tuple]) -> None:
+        handle = active.handle
+        status = handle.get_status().name
+        while handle.can_read():
+            for seq_index, output in handle.read().items():
+                self._emit(request_id, active, seq_index, output, events)
+        if status == "RUNNING":
+            return
+        del self._active[request_id]
+        if status == "IGNORED":
+            events.append(
+                (
+                    msg.END,
+                    request_id,
+                    msg.ERROR_IGNORED,
+                    "the engine could not schedule the request (not enough KV cache for its prompt)",
+                )
+            )
+            return
+        # Close every sequence that the final read did not finish explicitly.
+        for seq_index, decoder in active.decoders.items():
+            if seq_index not in active.finished_seqs:
+                events.append((msg.OUTPUT, request_id, seq_index, decoder.flush(), 0, None, "stop"))
+        events.append((msg.END, request_id, None, None))
+
+    def _emit(self, request_id: int, active: _Active, seq_index: int, output: Any, events: list[tuple]) -> None:
+        decoder = active.decoders.get(seq_index)
+        if decoder is None:
+            decoder = active.decoders[seq_index] = IncrementalDetokenizer(
+                self._tokenizer, active.params["skip_special_tokens"]
+            )
+        new_ids = list(output.generated_ids)
+        text = decoder.push(new_ids) if new_ids else ""
+        finish = _FINISH_REASONS.get(output.finish_reason.name)
+        if finish is not None:
+            text += decoder.flush()
+            active.finished_seqs.add(seq_index)
+        logprobs = None
+        if active.params["logprobs"]:
+            logprobs = [
+                (token_id, self._tokenizer.decode([token_id], skip_special_tokens=False), float(lp))
+                for token_id, lp in zip(new_ids, output.generated_log_probs, strict=False)
+            ]
+        if text or new_ids or finish is not None:
+            events.append((msg.OUTPUT, request_id, seq_index, text, len(new_ids), logprobs, finish))
+
+
+def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> None:
+    """Entry point of the engine process (``multiprocessing`` spawn target)."""
+    logging.basicConfig(level=log_level, format=f"%(asctime)s %(levelname)s [engine {spec.name}] %(message)s")
+    try:
+        pipe = build_pipeline(spec)
+    except Exception as exc:
+        conn.send([(msg.FATAL, f"could not load {spec.model_path} on {spec.device}: {exc}")])
+        return
+    loop = EngineLoop(pipe, conn)
+    conn.send([(msg.READY, {"pid": os.getpid()})])
+    loop.start_reader()
+    loop.run()

@@ -1,0 +1,86 @@
+"""One exception hierarchy for everything a client can be told, and its single mapping to HTTP.
+
+Handlers and services raise these; only :func:`error_body` and the error middleware in
+``ovserve.app`` turn them into responses, so every failure has OpenAI's error shape:
+``{"error": {"message", "type", "param", "code"}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class OvserveError(Exception):
+    """Base of every error that reaches a client."""
+
+    status: ClassVar[int] = 500
+    error_type: ClassVar[str] = "server_error"
+    default_code: ClassVar[str | None] = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code if code is not None else self.default_code
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.error_type, self.param, self.code)
+
+
+class BadRequestError(OvserveError):
+    """The request is well-formed HTTP but asks for something invalid (OpenAI's 400)."""
+
+    status = 400
+    error_type = "invalid_request_error"
+
+
+class ContextLengthExceededError(BadRequestError):
+    default_code = "context_length_exceeded"
+
+
+class NotFoundError(OvserveError):
+    status = 404
+    error_type = "invalid_request_error"
+    default_code = "not_found"
+
+
+class ModelNotFoundError(NotFoundError):
+    default_code = "model_not_found"
+
+
+class MethodNotAllowedError(OvserveError):
+    status = 405
+    error_type = "invalid_request_error"
+    default_code = "method_not_allowed"
+
+
+class PayloadTooLargeError(OvserveError):
+    status = 413
+    error_type = "invalid_request_error"
+    default_code = "payload_too_large"
+
+
+class UnsupportedMediaTypeError(OvserveError):
+    status = 415
+    error_type = "invalid_request_error"
+    default_code = "unsupported_media_type"
+
+
+class ServiceUnavailableError(OvserveError):
+    """The model exists but cannot take requests now (loading, restarting, out of KV cache)."""
+
+    status = 503
+    error_type = "service_unavailable"
+    default_code = "model_not_ready"
+
+
+class EngineError(OvserveError):
+    """The engine failed while serving this request (a step() exception, the process died)."""
+
+    status = 500
+    error_type = "server_error"
+    default_code = "engine_error"
+
+
+def error_body(message: str, error_type: str, param: str | None = None, code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}

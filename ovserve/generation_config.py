@@ -1,0 +1,181 @@
+"""Where every sampling value comes from: request > generation_config.json > built-in default.
+
+This is the only place that decides the precedence (vLLM's ``to_sampling_params``, OVMS's
+``base_generation_config_builder``). The result is a plain :class:`GenerationParams` that the
+engine process turns into an ``openvino_genai.GenerationConfig`` field by field, so the engine
+never falls back to a value nobody chose.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ovserve.api.protocol import ChatCompletionRequest
+from ovserve.errors import BadRequestError, ContextLengthExceededError
+
+log = logging.getLogger(__name__)
+
+# OVMS's documented defaults for /v3/chat/completions (docs: "Request" tables).
+BUILTIN_DEFAULTS: dict[str, Any] = {
+    "temperature": 1.0,
+    "top_p": 1.0,
+    # OVMS: "When multinomial sampling is active, defaults to 40 if not set."
+    "top_k": 40,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "length_penalty": 1.0,
+    "ignore_eos": False,
+}
+
+# generation_config.json keys ovserve honours, by the name used in GenerationParams.
+_MODEL_DEFAULT_KEYS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "length_penalty",
+    "max_new_tokens",
+)
+
+
+@dataclass(frozen=True)
+class ModelDefaults:
+    """The sampling defaults a model directory ships in ``generation_config.json``."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, model_dir: Path) -> ModelDefaults:
+        path = model_dir / "generation_config.json"
+        if not path.is_file():
+            return cls()
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable %s: %s", path, exc)
+            return cls()
+        values = {key: raw[key] for key in _MODEL_DEFAULT_KEYS if raw.get(key) is not None}
+        # HF semantics: do_sample=false means greedy whatever temperature says.
+        if raw.get("do_sample") is False:
+            values["temperature"] = 0.0
+        return cls(values)
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Fully resolved sampling settings of one request; every field was chosen by someone."""
+
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int  # 0 means "no top-k filter"
+    min_p: float
+    repetition_penalty: float
+    presence_penalty: float
+    frequency_penalty: float
+    length_penalty: float
+    ignore_eos: bool
+    seed: int | None
+    stop: tuple[str, ...]
+    n: int
+    best_of: int
+    logprobs: bool
+    skip_special_tokens: bool
+    # OVMS: best_of > 1 is the beam width; n > 1 at temperature 0 can only come from beams too.
+    beam_search: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve_max_new_tokens(
+    requested: int | None,
+    defaults: ModelDefaults,
+    *,
+    prompt_tokens: int,
+    context_length: int,
+    max_tokens_limit: int | None,
+) -> int:
+    """How many tokens this request may generate.
+
+    The engine has no context-length check of its own (a 4096-context model happily generates
+    5000 tokens), so the server refuses what cannot fit and caps what was not asked for.
+    """
+    if prompt_tokens >= context_length:
+        raise ContextLengthExceededError(
+            f"the prompt has {prompt_tokens} tokens but the model's context length is {context_length}; "
+            "shorten the messages",
+            param="messages",
+        )
+    room = context_length - prompt_tokens
+    if requested is not None:
+        if max_tokens_limit is not None and requested > max_tokens_limit:
+            raise BadRequestError(
+                f"max_tokens ({requested}) exceeds this model's max_tokens_limit ({max_tokens_limit})",
+                param="max_tokens",
+            )
+        if requested > room:
+            raise ContextLengthExceededError(
+                f"the prompt has {prompt_tokens} tokens and max_tokens asks for {requested} more, but the "
+                f"model's context length is {context_length}; ask for at most {room}",
+                param="max_tokens",
+            )
+        return requested
+    # Not sent: OVMS uses max_tokens_limit as the default, then the model's max_new_tokens;
+    # otherwise generation runs until EOS, which the context length bounds.
+    for ceiling in (max_tokens_limit, defaults.values.get("max_new_tokens")):
+        if ceiling is not None:
+            return min(int(ceiling), room)
+    return room
+
+
+def resolve_generation_params(
+    request: ChatCompletionRequest,
+    defaults: ModelDefaults,
+    *,
+    max_new_tokens: int,
+) -> GenerationParams:
+    """Resolve each sampling value as request, then generation_config.json, then built-in.
+
+    ``max_new_tokens`` comes from :func:`resolve_max_new_tokens`, which needs the prompt length.
+    """
+
+    def pick(name: str, sent: Any) -> Any:
+        if sent is not None:
+            return sent
+        if name in defaults.values:
+            return defaults.values[name]
+        return BUILTIN_DEFAULTS[name]
+
+    top_k = pick("top_k", request.top_k)
+    temperature = float(pick("temperature", request.temperature))
+    best_of = request.best_of if request.best_of is not None else request.n
+    beam_search = (request.best_of is not None and request.best_of > 1) or (request.n > 1 and temperature == 0)
+    return GenerationParams(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=float(pick("top_p", request.top_p)),
+        top_k=0 if top_k is None or top_k < 0 else int(top_k),
+        min_p=float(pick("min_p", request.min_p)),
+        repetition_penalty=float(pick("repetition_penalty", request.repetition_penalty)),
+        presence_penalty=float(pick("presence_penalty", request.presence_penalty)),
+        frequency_penalty=float(pick("frequency_penalty", request.frequency_penalty)),
+        length_penalty=float(pick("length_penalty", request.length_penalty)),
+        ignore_eos=bool(pick("ignore_eos", request.ignore_eos)),
+        seed=request.seed,
+        stop=tuple(request.stop_sequences),
+        n=request.n,
+        best_of=best_of,
+        logprobs=request.logprobs,
+        skip_special_tokens=request.skip_special_tokens,
+        beam_search=beam_search,
+    )

@@ -1,0 +1,17 @@
+"""Every typed aiohttp app key in one place."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from ovserve.config import ServerSettings
+from ovserve.service.chat import ChatService
+from ovserve.service.models import ModelRegistry
+
+SETTINGS = web.AppKey("settings", ServerSettings)
+MODELS = web.AppKey("models", ModelRegistry)
+CHAT = web.AppKey("chat", ChatService)
+# One task per served model, loading its engine; the CLI stops the server if one fails.
+ENGINE_LOADS = web.AppKey("engine_loads", list[asyncio.Task[None]])

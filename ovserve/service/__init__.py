@@ -1,0 +1,1 @@
+"""Turns API requests into engine jobs and engine output into API responses."""

@@ -1,0 +1,235 @@
+"""Chat completions: request -> engine job -> OpenAI response objects.
+
+``prepare`` does everything that can fail with a 4xx (model lookup, template, tokenization,
+context length, generation config) before any byte is sent, so streaming responses only start
+for requests the engine will run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ovserve.api.protocol import ChatCompletionRequest, ChatMessage
+from ovserve.errors import BadRequestError, ServiceUnavailableError
+from ovserve.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
+from ovserve.service.models import ModelRegistry, ServedModel
+from ovserve.service.stop import StopTrimmer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ChatJob:
+    """A validated request, ready for the engine."""
+
+    request: ChatCompletionRequest
+    model: ServedModel
+    prompt_ids: list[int]
+    params: GenerationParams
+    completion_tokens: int = 0
+    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def include_stop(self) -> bool:
+        # OVMS: false by default for unary, true for streaming (false + stream is refused).
+        sent = self.request.include_stop_str_in_output
+        return sent if sent is not None else self.request.stream
+
+
+@dataclass
+class ChoiceDelta:
+    index: int
+    text: str
+    logprobs: list[tuple[int, str, float]] | None = None
+    finish_reason: str | None = None
+
+
+@dataclass
+class _ChoiceState:
+    trimmer: StopTrimmer
+    finish_reason: str | None = None
+
+
+def _template_message(message: ChatMessage) -> dict[str, Any]:
+    rendered: dict[str, Any] = {
+        "role": "system" if message.role == "developer" else message.role,
+        "content": "\n".join(message.text_parts()) if message.content is not None else None,
+    }
+    if message.name is not None:
+        rendered["name"] = message.name
+    if message.tool_call_id is not None:
+        rendered["tool_call_id"] = message.tool_call_id
+    if message.tool_calls:
+        # HF templates expect arguments as a mapping (they apply tojson themselves).
+        calls = []
+        for call in message.tool_calls:
+            try:
+                arguments: Any = json.loads(call.function.arguments)
+            except ValueError:
+                arguments = call.function.arguments
+            calls.append(
+                {
+                    "id": call.id,
+                    "type": call.type,
+                    "function": {"name": call.function.name, "arguments": arguments},
+                }
+            )
+        rendered["tool_calls"] = calls
+    return rendered
+
+
+class ChatService:
+    def __init__(self, models: ModelRegistry) -> None:
+        self.models = models
+
+    async def prepare(self, request: ChatCompletionRequest) -> ChatJob:
+        model = self.models.get(request.model)
+        if not model.engine.ready:
+            raise ServiceUnavailableError(f"model '{model.name}' is {model.engine.state.value}; retry shortly")
+        for position, message in enumerate(request.messages):
+            if message.image_parts():
+                raise BadRequestError(
+                    f"model '{model.name}' does not accept images (messages[{position}] has an image_url part)",
+                    param=f"messages.{position}.content",
+                )
+        prompt = model.render_chat(
+            [_template_message(message) for message in request.messages],
+            request.tools,
+            request.chat_template_kwargs,
+        )
+        # Tokenizing a long prompt takes milliseconds: keep it off the event loop.
+        prompt_ids = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: model.encode(prompt, add_special_tokens=False)
+        )
+        max_new_tokens = resolve_max_new_tokens(
+            request.output_limit,
+            model.defaults,
+            prompt_tokens=len(prompt_ids),
+            context_length=model.context_length,
+            max_tokens_limit=model.max_tokens_limit,
+        )
+        params = resolve_generation_params(request, model.defaults, max_new_tokens=max_new_tokens)
+        return ChatJob(request=request, model=model, prompt_ids=prompt_ids, params=params)
+
+    async def run(self, job: ChatJob) -> AsyncIterator[ChoiceDelta]:
+        """Engine outputs with stop sequences applied; ends when every choice has finished."""
+        choices: dict[int, _ChoiceState] = {}
+        outputs = job.model.engine.generate(job.prompt_ids, job.params.to_dict())
+        async with contextlib.aclosing(outputs):
+            async for output in outputs:
+                job.completion_tokens += output.token_count
+                state = choices.get(output.index)
+                if state is None:
+                    state = choices[output.index] = _ChoiceState(
+                        StopTrimmer(job.params.stop, include_stop=job.include_stop)
+                    )
+                if state.finish_reason is not None:
+                    continue  # the server already stopped this choice on a stop sequence
+                text = state.trimmer.push(output.text)
+                finish = output.finish_reason
+                if state.trimmer.stopped:
+                    finish = "stop"
+                elif finish is not None:
+                    text += state.trimmer.flush()
+                state.finish_reason = finish
+                yield ChoiceDelta(output.index, text, output.logprobs, finish)
+                if len(choices) == job.params.n and all(s.finish_reason for s in choices.values()):
+                    return  # leaving the generator cancels whatever the engine still runs
+
+    # -- response objects -------------------------------------------------------------------
+
+    def usage(self, job: ChatJob) -> dict[str, int]:
+        prompt_tokens = len(job.prompt_ids)
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": job.completion_tokens,
+            "total_tokens": prompt_tokens + job.completion_tokens,
+        }
+
+    async def complete(self, job: ChatJob) -> dict[str, Any]:
+        texts: dict[int, list[str]] = {}
+        finish: dict[int, str | None] = {}
+        logprobs: dict[int, list[tuple[int, str, float]]] = {}
+        async for delta in self.run(job):
+            texts.setdefault(delta.index, []).append(delta.text)
+            if delta.logprobs:
+                logprobs.setdefault(delta.index, []).extend(delta.logprobs)
+            if delta.finish_reason is not None:
+                finish[delta.index] = delta.finish_reason
+        choices = []
+        for index in range(job.params.n):
+            choices.append(
+                {
+                    "index": index,
+                    "message": {"role": "assistant", "content": "".join(texts.get(index, []))},
+                    "logprobs": _logprobs_object(logprobs.get(index)) if job.params.logprobs else None,
+                    "finish_reason": finish.get(index) or "stop",
+                }
+            )
+        return {
+            "id": job.id,
+            "object": "chat.completion",
+            "created": job.created,
+            "model": job.model.name,
+            "choices": choices,
+            "usage": self.usage(job),
+        }
+
+    async def stream(self, job: ChatJob) -> AsyncIterator[dict[str, Any]]:
+        include_usage = bool(job.request.stream_options and job.request.stream_options.include_usage)
+        usage_field: dict[str, Any] = {"usage": None} if include_usage else {}
+
+        def chunk(choices: list[dict[str, Any]]) -> dict[str, Any]:
+            return {
+                "id": job.id,
+                "object": "chat.completion.chunk",
+                "created": job.created,
+                "model": job.model.name,
+                "choices": choices,
+                **usage_field,
+            }
+
+        started: set[int] = set()
+        async for delta in self.run(job):
+            if delta.index not in started:
+                # OVMS: the role chunk marks the first generated token (clients measure TTFT on it).
+                started.add(delta.index)
+                yield chunk(
+                    [
+                        {
+                            "index": delta.index,
+                            "delta": {"role": "assistant", "content": None},
+                            "logprobs": None,
+                            "finish_reason": None,
+                        }
+                    ]
+                )
+            if not delta.text and delta.finish_reason is None:
+                continue
+            choice: dict[str, Any] = {
+                "index": delta.index,
+                "delta": {"content": delta.text} if delta.text else {},
+                "logprobs": _logprobs_object(delta.logprobs) if job.params.logprobs else None,
+                "finish_reason": delta.finish_reason,
+            }
+            yield chunk([choice])
+        if include_usage:
+            yield {**chunk([]), "usage": self.usage(job)}
+
+
+def _logprobs_object(entries: list[tuple[int, str, float]] | None) -> dict[str, Any]:
+    return {
+        "content": [
+            {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8")), "top_logprobs": []}
+            for _, token, logprob in entries or []
+        ]
+    }

@@ -1,0 +1,125 @@
+"""Served models: the engine plus what the server process needs to prepare requests for it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ovserve.chat_template import ChatTemplate
+from ovserve.engine.client import EngineClient
+from ovserve.engine.spec import EngineSpec
+from ovserve.errors import BadRequestError, ModelNotFoundError
+from ovserve.generation_config import ModelDefaults
+
+log = logging.getLogger(__name__)
+
+# config.json keys that carry the context length, in the order HF model families use them.
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+_FALLBACK_CONTEXT = 4096
+
+
+def read_context_length(model_dir: Path) -> int:
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        log.warning("no readable config.json in %s; assuming a %d-token context", model_dir, _FALLBACK_CONTEXT)
+        return _FALLBACK_CONTEXT
+    for section in (config, config.get("text_config") or {}):
+        for key in _CONTEXT_KEYS:
+            if isinstance(section.get(key), int):
+                return int(section[key])
+    return _FALLBACK_CONTEXT
+
+
+def _read_template_from_files(model_dir: Path) -> str | None:
+    jinja_file = model_dir / "chat_template.jinja"
+    if jinja_file.is_file():
+        return jinja_file.read_text(encoding="utf-8")
+    try:
+        config = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    template = config.get("chat_template")
+    if isinstance(template, list):  # HF's named templates: use "default"
+        named = {item.get("name"): item.get("template") for item in template if isinstance(item, dict)}
+        template = named.get("default")
+    return template if isinstance(template, str) else None
+
+
+@dataclass
+class ServedModel:
+    spec: EngineSpec
+    engine: EngineClient
+    tokenizer: Any  # openvino_genai.Tokenizer, used here only to count and encode prompts
+    template: ChatTemplate | None
+    defaults: ModelDefaults
+    context_length: int
+    max_tokens_limit: int | None = None
+    created: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @classmethod
+    def load(
+        cls, spec: EngineSpec, *, max_tokens_limit: int | None = None, log_level: int = logging.INFO
+    ) -> ServedModel:
+        """Read the model directory (blocking: call from a thread at startup)."""
+        import openvino_genai as ov_genai
+
+        tokenizer = ov_genai.Tokenizer(str(spec.model_path))
+        source = tokenizer.chat_template or _read_template_from_files(spec.model_path)
+        template = None
+        if source:
+            template = ChatTemplate(source, bos_token=tokenizer.get_bos_token(), eos_token=tokenizer.get_eos_token())
+            template.compile()
+        else:
+            log.warning("model %r has no chat template; /chat/completions will refuse requests", spec.name)
+        return cls(
+            spec=spec,
+            engine=EngineClient(spec, log_level=log_level),
+            tokenizer=tokenizer,
+            template=template,
+            defaults=ModelDefaults.load(spec.model_path),
+            context_length=read_context_length(spec.model_path),
+            max_tokens_limit=max_tokens_limit,
+            created=int(time.time()),
+        )
+
+    def render_chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        template_kwargs: dict[str, Any] | None,
+    ) -> str:
+        if self.template is None:
+            raise BadRequestError(f"model '{self.name}' has no chat template", param="messages")
+        return self.template.render(messages, tools=tools, template_kwargs=template_kwargs)
+
+    def encode(self, prompt: str, *, add_special_tokens: bool) -> list[int]:
+        tokens = self.tokenizer.encode(prompt, add_special_tokens=add_special_tokens)
+        return [int(token) for token in tokens.input_ids.data[0]]
+
+
+class ModelRegistry:
+    def __init__(self, models: list[ServedModel]) -> None:
+        self._models = {model.name: model for model in models}
+
+    def get(self, name: str) -> ServedModel:
+        model = self._models.get(name)
+        if model is None:
+            available = ", ".join(sorted(self._models)) or "none"
+            raise ModelNotFoundError(f"model '{name}' is not served here (available: {available})", param="model")
+        return model
+
+    def __iter__(self) -> Iterator[ServedModel]:
+        return iter(self._models.values())
+
+    def __len__(self) -> int:
+        return len(self._models)

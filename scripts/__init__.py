@@ -1,0 +1,1 @@
+"""Developer scripts (demo model builder, benchmarks); importable so tests can call them in-process."""

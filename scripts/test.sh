@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install everything and run the whole suite: lint, types, Dockerfile lint, tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+# shellcheck disable=SC1091
+. .venv/bin/activate
+export HF_HUB_OFFLINE=1
+ruff check .
+ruff format --check .
+mypy
+hadolint Dockerfile
+python -m pytest -q "$@"

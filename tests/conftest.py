@@ -1,0 +1,167 @@
+"""Shared fixtures: the offline demo models (built once per session) and real ovserve servers.
+
+Servers run as real subprocesses (``python -m ovserve serve``) on loopback, so every test goes
+through real HTTP, the real engine process and the real pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS_DIR = Path(os.environ.get("OVSERVE_TEST_MODELS", str(ROOT / "models")))
+STARTUP_TIMEOUT_S = 180.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    """A running ``ovserve serve`` subprocess."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+    model_name: str = "tiny-llm"
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, **kwargs: object) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v3", api_key="unused", max_retries=0, **kwargs)  # type: ignore[arg-type]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"ovserve exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/v2/health/ready", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"ovserve not ready after {timeout} s:\n{self.log()}")
+
+    def engine_pids(self) -> list[int]:
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
+        pids = []
+        for pid in children:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except FileNotFoundError:
+                continue
+            if b"multiprocessing" in cmdline and b"resource_tracker" not in cmdline:
+                pids.append(int(pid))
+        return pids
+
+    def metric(self, name: str) -> float | None:
+        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        for line in text.splitlines():
+            if line.startswith(f'{name}{{model="{self.model_name}"}}'):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_server(
+    tmp_path: Path,
+    model_path: Path,
+    *extra_args: str,
+    model_name: str = "tiny-llm",
+    env: dict[str, str] | None = None,
+    wait: bool = True,
+) -> Server:
+    port = free_port()
+    log_path = tmp_path / f"ovserve-{port}.log"
+    args = [
+        sys.executable,
+        "-m",
+        "ovserve",
+        "serve",
+        "--model_path",
+        str(model_path),
+        "--model_name",
+        model_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *extra_args,
+    ]
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            args, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=ROOT
+        )
+    server = Server(process=process, port=port, log_path=log_path, model_name=model_name, args=args)
+    if wait:
+        try:
+            server.wait_ready()
+        except Exception:
+            server.stop()
+            raise
+    return server
+
+
+@pytest.fixture(scope="session")
+def demo_models() -> dict[str, Path]:
+    from scripts.make_demo_models import build_demo_models
+
+    return build_demo_models(MODELS_DIR)
+
+
+@pytest.fixture(scope="session")
+def tiny_llm(demo_models: dict[str, Path]) -> Path:
+    return demo_models["tiny-llm"]
+
+
+@pytest.fixture(scope="session")
+def server(tiny_llm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The shared server on tiny-llm; tests must leave it healthy."""
+    running = start_server(tmp_path_factory.mktemp("server"), tiny_llm)
+    yield running
+    running.stop()
+
+
+@pytest.fixture()
+def client(server: Server) -> openai.OpenAI:
+    return server.client()
+
+
+@pytest.fixture(scope="session")
+def tiny_llm_without_defaults(tiny_llm: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny-llm minus generation_config.json: only ovserve's built-in defaults apply."""
+    copy = tmp_path_factory.mktemp("no-defaults") / "tiny-llm"
+    shutil.copytree(tiny_llm, copy)
+    (copy / "generation_config.json").unlink()
+    return copy
