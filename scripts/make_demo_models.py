@@ -87,70 +87,69 @@ PAD_TOKEN = "<|endoftext|>"
 # openvino_genai.Tokenizer.apply_chat_template render identically. One deliberate extension:
 # tool-call ``arguments`` may be a JSON string (OpenAI wire format) or an object; strings are
 # inserted verbatim instead of being JSON-quoted a second time.
-CHAT_TEMPLATE = (
-    "{%- if tools %}\n"
-    "    {{- '<|im_start|>system\\n' }}\n"
-    "    {%- if messages[0]['role'] == 'system' %}\n"
-    "        {{- messages[0]['content'] }}\n"
-    "    {%- else %}\n"
-    "        {{- 'You are a helpful assistant.' }}\n"
-    "    {%- endif %}\n"
-    '    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.'
-    '\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}\n'
-    "    {%- for tool in tools %}\n"
-    '        {{- "\\n" }}\n'
-    "        {{- tool | tojson }}\n"
-    "    {%- endfor %}\n"
-    '    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and'
-    " arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n"
-    '{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}\n'
-    "{%- else %}\n"
-    "    {%- if messages[0]['role'] == 'system' %}\n"
-    "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
-    "    {%- else %}\n"
-    "        {{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}\n"
-    "    {%- endif %}\n"
-    "{%- endif %}\n"
-    "{%- for message in messages %}\n"
-    '    {%- if (message.role == "user") or (message.role == "system" and not loop.first)'
-    ' or (message.role == "assistant" and not message.tool_calls) %}\n'
-    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
-    '    {%- elif message.role == "assistant" %}\n'
-    "        {{- '<|im_start|>' + message.role }}\n"
-    "        {%- if message.content %}\n"
-    "            {{- '\\n' + message.content }}\n"
-    "        {%- endif %}\n"
-    "        {%- for tool_call in message.tool_calls %}\n"
-    "            {%- if tool_call.function is defined %}\n"
-    "                {%- set tool_call = tool_call.function %}\n"
-    "            {%- endif %}\n"
-    "            {{- '\\n<tool_call>\\n{\"name\": \"' }}\n"
-    "            {{- tool_call.name }}\n"
-    "            {{- '\", \"arguments\": ' }}\n"
-    "            {%- if tool_call.arguments is string %}\n"
-    "                {{- tool_call.arguments }}\n"
-    "            {%- else %}\n"
-    "                {{- tool_call.arguments | tojson }}\n"
-    "            {%- endif %}\n"
-    "            {{- '}\\n</tool_call>' }}\n"
-    "        {%- endfor %}\n"
-    "        {{- '<|im_end|>\\n' }}\n"
-    '    {%- elif message.role == "tool" %}\n'
-    '        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}\n'
-    "            {{- '<|im_start|>user' }}\n"
-    "        {%- endif %}\n"
-    "        {{- '\\n<tool_response>\\n' }}\n"
-    "        {{- message.content }}\n"
-    "        {{- '\\n</tool_response>' }}\n"
-    '        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}\n'
-    "            {{- '<|im_end|>\\n' }}\n"
-    "        {%- endif %}\n"
-    "    {%- endif %}\n"
-    "{%- endfor %}\n"
-    "{%- if add_generation_prompt %}\n"
-    "    {{- '<|im_start|>assistant\\n' }}\n"
-    "{%- endif %}\n"
-)
+CHAT_TEMPLATE = r"""{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" }}
+    {{- "You are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments " }}
+    {{- "within <tool_call></tool_call> XML tags:\n<tool_call>\n" }}
+    {{- "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first)
+        or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\n<tool_call>\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {%- if tool_call.arguments is string %}
+                {{- tool_call.arguments }}
+            {%- else %}
+                {{- tool_call.arguments | tojson }}
+            {%- endif %}
+            {{- '}\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- message.content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+"""
 
 # Files the server and openvino_genai need; checked after every export.
 REQUIRED_FILES = (
@@ -483,7 +482,7 @@ def _export(spec: ModelSpec, hf_dir: Path, ov_dir: Path) -> None:
             quantization_config=quantization_config,
             # A str, not a Path: OVModel.from_pretrained calls str methods on it and otherwise
             # logs a spurious "Could not infer whether the model was already converted" warning.
-            output=str(ov_dir),  # type: ignore[arg-type]
+            output=str(ov_dir),
             cache_dir=str(hf_dir.parent / "hf-cache"),
         )
     else:
@@ -530,10 +529,10 @@ def _build_one(spec: ModelSpec, out_dir: Path, scratch: Path, tokenizer_dir: Pat
     started = time.monotonic()
     hf_dir = scratch / "hf" / spec.name
     ov_dir = scratch / "ov" / spec.name
-    _log(f"{spec.name}: creating random checkpoint")
-    _build_hf_model(spec, tokenizer_dir, hf_dir)
-    _log(f"{spec.name}: exporting to OpenVINO ({spec.weight_format})")
     with _quiet_export(scratch):
+        _log(f"{spec.name}: creating random checkpoint")
+        _build_hf_model(spec, tokenizer_dir, hf_dir)
+        _log(f"{spec.name}: exporting to OpenVINO ({spec.weight_format})")
         _export(spec, hf_dir, ov_dir)
     _finalize_export(spec, tokenizer_dir, hf_dir, ov_dir)
     (ov_dir / MARKER_NAME).write_text(DEMO_MODELS_VERSION + "\n", encoding="utf-8")

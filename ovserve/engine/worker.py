@@ -87,6 +87,8 @@ class _Active:
     finished_seqs: set[int] = field(default_factory=set)
 
 
+_STEPS_TO_FREE = 2
+
 _FINISH_REASONS = {"STOP": "stop", "LENGTH": "length", "TOOL_CALL": "stop"}
 
 
@@ -157,8 +159,9 @@ class EngineLoop:
         self._commands: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self._active: dict[int, _Active] = {}
         self._added_since_step: list[int] = []
-        # Cancelled handles stay referenced until the engine reports them done.
-        self._cancelled: dict[int, Any] = {}
+        # Cancelled handles stay referenced for a few more steps: the pipeline frees a cancelled
+        # request during the step after cancel() and updates its metrics one step later.
+        self._cancelled: dict[int, tuple[Any, int]] = {}
         self._fail_next_step = False
         self._running = True
 
@@ -231,7 +234,7 @@ class EngineLoop:
         if active is None:
             return  # already finished; its END is on the way or sent
         active.handle.cancel()
-        self._cancelled[request_id] = active.handle
+        self._cancelled[request_id] = (active.handle, _STEPS_TO_FREE)
         events.append((msg.END, request_id, None, None))
 
     def _stats(self) -> dict[str, Any]:
@@ -256,9 +259,11 @@ class EngineLoop:
         self._added_since_step.clear()
         for request_id, active in list(self._active.items()):
             self._drain(request_id, active, events)
-        for request_id, handle in list(self._cancelled.items()):
-            if handle.get_status().name != "RUNNING":
+        for request_id, (handle, steps_left) in list(self._cancelled.items()):
+            if steps_left <= 1:
                 del self._cancelled[request_id]
+            else:
+                self._cancelled[request_id] = (handle, steps_left - 1)
 
     def _fail_after_step_error(self, exc: Exception, events: list[tuple]) -> None:
         suspects = self._added_since_step or list(self._active)
@@ -268,7 +273,7 @@ class EngineLoop:
             if active is None:
                 continue
             active.handle.cancel()
-            self._cancelled[request_id] = active.handle
+            self._cancelled[request_id] = (active.handle, _STEPS_TO_FREE)
             events.append((msg.END, request_id, msg.ERROR_ENGINE, f"the engine failed: {exc}"))
         self._added_since_step.clear()
 

@@ -116,8 +116,8 @@ def test_engine_death_fails_a_unary_request_with_a_5xx(tiny_llm: Path, tmp_path:
 
 def test_a_step_failure_fails_only_the_affected_request(tiny_llm: Path, tmp_path: Path) -> None:
     # The one fault the real engine cannot produce on demand: the engine process raises in
-    # step() right after adding a request with max_tokens 7777 (a test-only hook).
-    server = start_server(tmp_path, tiny_llm, env={"OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS": "7777"})
+    # step() right after adding a request with max_tokens 777 (a test-only hook).
+    server = start_server(tmp_path, tiny_llm, env={"OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS": "777"})
     try:
         client = server.client()
         healthy: list[str] = []
@@ -132,7 +132,7 @@ def test_a_step_failure_fails_only_the_affected_request(tiny_llm: Path, tmp_path
         thread.start()
         time.sleep(0.5)
         try:
-            client.chat.completions.create(model="tiny-llm", messages=PROMPT, max_tokens=7777)
+            client.chat.completions.create(model="tiny-llm", messages=PROMPT, max_tokens=777)
         except openai.InternalServerError as exc:
             assert exc.status_code == 500
             assert "engine failed" in exc.message
