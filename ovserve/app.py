@@ -19,6 +19,7 @@ from ovserve.errors import (
     PayloadTooLargeError,
     error_body,
 )
+from ovserve.loop_lag import LoopLagMonitor
 from ovserve.service.chat import ChatService
 from ovserve.service.models import ModelRegistry, ServedModel
 
@@ -65,8 +66,10 @@ def create_app(settings: ServerSettings, models: ModelRegistry) -> web.Applicati
     app[keys.SETTINGS] = settings
     app[keys.MODELS] = models
     app[keys.CHAT] = ChatService(models)
+    app[keys.LOOP_LAG] = LoopLagMonitor()
     add_routes(app)
     app.cleanup_ctx.append(_engines)
+    app.cleanup_ctx.append(_loop_lag)
     return app
 
 
@@ -79,6 +82,12 @@ async def _engines(app: web.Application) -> AsyncIterator[None]:
     for task in loading:
         task.cancel()
     await asyncio.gather(*(model.engine.close() for model in models), return_exceptions=True)
+
+
+async def _loop_lag(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(app[keys.LOOP_LAG].run(), name="loop-lag")
+    yield
+    task.cancel()
 
 
 def load_models(settings: ServerSettings) -> ModelRegistry:

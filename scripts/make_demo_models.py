@@ -549,6 +549,8 @@ def _build_one(spec: ModelSpec, out_dir: Path, scratch: Path, tokenizer_dir: Pat
 
 
 def _build(specs: list[ModelSpec], out_dir: Path, force: bool) -> dict[str, Path]:
+    # Absolute, because optimum-intel takes a relative path that is not "./..." for a Hub model id.
+    out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     result: dict[str, Path] = {}
     todo: list[ModelSpec] = []

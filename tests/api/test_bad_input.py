@@ -88,7 +88,10 @@ def test_unknown_route_and_wrong_method(server: Server) -> None:
 
 def test_wrong_content_type_is_415(server: Server) -> None:
     response = httpx.post(
-        f"{server.url}/v3/chat/completions", content=b"model=tiny-llm", headers={"Content-Type": "text/plain"}, timeout=10
+        f"{server.url}/v3/chat/completions",
+        content=b"model=tiny-llm",
+        headers={"Content-Type": "text/plain"},
+        timeout=10,
     )
     assert response.status_code == 415
     assert response.json()["error"]["code"] == "unsupported_media_type"

@@ -128,7 +128,13 @@ def test_stop_sequence_trims_exactly_unary_and_stream(client: openai.OpenAI) -> 
     assert unary.choices[0].finish_reason == "stop"
 
     stream = client.chat.completions.create(
-        model="tiny-llm", messages=HELLO, max_tokens=40, stop=stop, stream=True, extra_body={"ignore_eos": True}, **GREEDY
+        model="tiny-llm",
+        messages=HELLO,
+        max_tokens=40,
+        stop=stop,
+        stream=True,
+        extra_body={"ignore_eos": True},
+        **GREEDY,
     )
     chunks = [chunk for chunk in stream if chunk.choices]
     streamed = "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
@@ -164,7 +170,12 @@ def test_chat_template_kwargs_reach_the_template(client: openai.OpenAI) -> None:
 
 
 def test_message_content_as_list_of_text_parts(client: openai.OpenAI) -> None:
-    parts = [{"role": "user", "content": [{"type": "text", "text": "Write a short poem"}, {"type": "text", "text": "about the sea."}]}]
+    parts = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Write a short poem"}, {"type": "text", "text": "about the sea."}],
+        }
+    ]
     as_parts = client.chat.completions.create(model="tiny-llm", messages=parts, max_tokens=20, **GREEDY)  # type: ignore[arg-type]
     joined = [{"role": "user", "content": "Write a short poem\nabout the sea."}]
     as_text = client.chat.completions.create(model="tiny-llm", messages=joined, max_tokens=20, **GREEDY)  # type: ignore[arg-type]

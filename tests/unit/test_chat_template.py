@@ -7,18 +7,25 @@ from pathlib import Path
 import pytest
 
 from ovserve.chat_template import ChatTemplate
+from ovserve.engine.spec import EngineSpec
 from ovserve.errors import BadRequestError
 from ovserve.service.models import ServedModel
-from ovserve.engine.spec import EngineSpec
 
 CONVERSATIONS = [
     [{"role": "user", "content": "hello"}],
-    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
-     {"role": "user", "content": "More?"}],
+    [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Yo"},
+        {"role": "user", "content": "More?"},
+    ],
     [
         {"role": "user", "content": "Weather?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"type": "function", "function": {"name": "weather", "arguments": {"city": "Paris"}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "weather", "arguments": {"city": "Paris"}}}],
+        },
         {"role": "tool", "content": "sunny"},
     ],
 ]

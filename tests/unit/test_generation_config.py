@@ -16,7 +16,9 @@ from ovserve.generation_config import (
 
 
 def request(**fields: object) -> ChatCompletionRequest:
-    return ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "x"}], **fields})
+    return ChatCompletionRequest.model_validate(
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], **fields}
+    )
 
 
 def test_request_beats_model_beats_builtin() -> None:

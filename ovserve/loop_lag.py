@@ -1,0 +1,48 @@
+"""Measures how late the event loop wakes up: the cost every request pays for blocking work.
+
+A task sleeps for a fixed interval and records the overshoot into a cumulative histogram that
+``/metrics`` exposes (Prometheus histogram), so operators and the benchmark can diff it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+
+# Upper bounds in seconds; the last bucket (+Inf) is implicit.
+BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class LoopLagMonitor:
+    def __init__(self, interval: float = 0.01) -> None:
+        self.interval = interval
+        self.counts = [0] * (len(BUCKETS) + 1)
+        self.total = 0.0
+        self.samples = 0
+
+    def record(self, lag: float) -> None:
+        self.counts[bisect.bisect_left(BUCKETS, lag)] += 1
+        self.total += lag
+        self.samples += 1
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(self.interval)
+            self.record(max(0.0, loop.time() - before - self.interval))
+
+    def prometheus(self, name: str = "ovserve_event_loop_lag_seconds") -> list[str]:
+        lines = [
+            f"# HELP {name} How late the event loop woke from a {self.interval * 1000:.0f} ms sleep.",
+            f"# TYPE {name} histogram",
+        ]
+        cumulative = 0
+        for bound, count in zip(BUCKETS, self.counts, strict=False):
+            cumulative += count
+            lines.append(f'{name}_bucket{{le="{bound}"}} {cumulative}')
+        lines.append(f'{name}_bucket{{le="+Inf"}} {self.samples}')
+        lines.append(f"{name}_sum {self.total:.6f}")
+        lines.append(f"{name}_count {self.samples}")
+        return lines
+
