@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import sys
@@ -475,16 +476,23 @@ def _export(spec: ModelSpec, hf_dir: Path, ov_dir: Path) -> None:
             "quant_method": "default",
         }
         main_export(ov_config=OVConfig(quantization_config=quantization_config), **common)
-        _main_quantize(
-            model_name_or_path=str(hf_dir),
-            task="text-generation-with-past",
-            library_name="transformers",
-            quantization_config=quantization_config,
-            # A str, not a Path: OVModel.from_pretrained calls str methods on it and otherwise
-            # logs a spurious "Could not infer whether the model was already converted" warning.
-            output=str(ov_dir),
-            cache_dir=str(hf_dir.parent / "hf-cache"),
-        )
+        # In offline mode OVModel.from_pretrained looks a local directory up as a Hub cache
+        # entry, fails, and logs "Could not infer whether the model was already converted";
+        # harmless (it keeps export=False, which is right), so keep it out of the progress output.
+        reload_logger = logging.getLogger("optimum.intel.openvino.modeling_base")
+        saved_level = reload_logger.level
+        reload_logger.setLevel(logging.ERROR)
+        try:
+            _main_quantize(
+                model_name_or_path=str(hf_dir),
+                task="text-generation-with-past",
+                library_name="transformers",
+                quantization_config=quantization_config,
+                output=ov_dir,
+                cache_dir=str(hf_dir.parent / "hf-cache"),
+            )
+        finally:
+            reload_logger.setLevel(saved_level)
     else:
         raise ValueError(f"unsupported weight format {spec.weight_format!r}")
 

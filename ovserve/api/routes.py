@@ -144,7 +144,7 @@ async def metrics(request: web.Request) -> web.Response:
             except (OvserveError, TimeoutError):
                 continue
             lines.append(f"ovserve_engine_requests{label} {stats['engine_requests']}")
-            lines.append(f"ovserve_engine_handles{label} {stats['active_requests'] + stats['cancelling_requests']}")
+            lines.append(f"ovserve_engine_handles{label} {stats['active_requests'] + stats['releasing_requests']}")
     lines.extend(request.app[keys.LOOP_LAG].prometheus())
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 

@@ -159,9 +159,9 @@ class EngineLoop:
         self._commands: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self._active: dict[int, _Active] = {}
         self._added_since_step: list[int] = []
-        # Cancelled handles stay referenced for a few more steps: the pipeline frees a cancelled
-        # request during the step after cancel() and updates its metrics one step later.
-        self._cancelled: dict[int, tuple[Any, int]] = {}
+        # Finished and cancelled handles stay referenced for a few more steps: the pipeline frees
+        # a request during the step after it ends and updates its metrics one step later.
+        self._releasing: dict[int, tuple[Any, int]] = {}
         self._fail_next_step = False
         self._running = True
 
@@ -182,10 +182,10 @@ class EngineLoop:
 
         self._ov = ov
         while self._running:
-            busy = bool(self._active) or bool(self._cancelled)
+            busy = bool(self._active) or bool(self._releasing)
             events: list[tuple] = []
             self._drain_commands(block=not busy, events=events)
-            if self._active or self._cancelled:
+            if self._active or self._releasing:
                 self._step(events)
             if events:
                 self._send(events)
@@ -234,14 +234,14 @@ class EngineLoop:
         if active is None:
             return  # already finished; its END is on the way or sent
         active.handle.cancel()
-        self._cancelled[request_id] = (active.handle, _STEPS_TO_FREE)
+        self._releasing[request_id] = (active.handle, _STEPS_TO_FREE)
         events.append((msg.END, request_id, None, None))
 
     def _stats(self) -> dict[str, Any]:
         metrics = self._pipe.get_metrics()
         return {
             "active_requests": len(self._active),
-            "cancelling_requests": len(self._cancelled),
+            "releasing_requests": len(self._releasing),
             "engine_requests": int(metrics.requests),
             "scheduled_requests": int(metrics.scheduled_requests),
             "cache_usage": float(metrics.cache_usage),
@@ -257,13 +257,14 @@ class EngineLoop:
             self._fail_after_step_error(exc, events)
             return
         self._added_since_step.clear()
+        # Count down before draining, so a request that ends in this step is kept for two more.
+        for request_id, (handle, steps_left) in list(self._releasing.items()):
+            if steps_left <= 1:
+                del self._releasing[request_id]
+            else:
+                self._releasing[request_id] = (handle, steps_left - 1)
         for request_id, active in list(self._active.items()):
             self._drain(request_id, active, events)
-        for request_id, (handle, steps_left) in list(self._cancelled.items()):
-            if steps_left <= 1:
-                del self._cancelled[request_id]
-            else:
-                self._cancelled[request_id] = (handle, steps_left - 1)
 
     def _fail_after_step_error(self, exc: Exception, events: list[tuple]) -> None:
         suspects = self._added_since_step or list(self._active)
@@ -273,7 +274,7 @@ class EngineLoop:
             if active is None:
                 continue
             active.handle.cancel()
-            self._cancelled[request_id] = (active.handle, _STEPS_TO_FREE)
+            self._releasing[request_id] = (active.handle, _STEPS_TO_FREE)
             events.append((msg.END, request_id, msg.ERROR_ENGINE, f"the engine failed: {exc}"))
         self._added_since_step.clear()
 
@@ -286,6 +287,7 @@ class EngineLoop:
         if status == "RUNNING":
             return
         del self._active[request_id]
+        self._releasing[request_id] = (handle, _STEPS_TO_FREE)
         if status == "IGNORED":
             events.append(
                 (
