@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -14,10 +15,15 @@ from pydantic import ValidationError
 
 from ovserve import keys
 from ovserve.app import create_app, load_models
-from ovserve.config import ModelSettings, ServerSettings
+from ovserve.config import ModelSettings, ServerSettings, models_from_config
 from ovserve.engine.spec import SchedulerSettings
+from ovserve.graph import GraphError
 
 log = logging.getLogger("ovserve")
+
+
+class UsageError(Exception):
+    """A command-line mistake: reported in one line, exit status 2."""
 
 
 def _bool(text: str) -> bool:
@@ -33,8 +39,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ovserve", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve a model over the OpenAI-compatible REST API")
-    serve.add_argument("--model_path", type=Path, required=True, help="directory of an OpenVINO IR model")
-    serve.add_argument("--model_name", required=True, help="the name clients send as 'model'")
+    source = serve.add_argument_group("what to serve (one model from flags, or an OVMS config.json)")
+    source.add_argument("--model_path", type=Path, help="directory of an OpenVINO IR model")
+    source.add_argument("--model_name", help="the name clients send as 'model'")
+    source.add_argument(
+        "--config_path",
+        type=Path,
+        help="OVMS config.json listing graphs (graph.pbtxt) to serve, several models at once",
+    )
+    serve.add_argument(
+        "--pipeline_type", default="AUTO", choices=["AUTO", "LM", "LM_CB", "VLM_CB"],
+        help="AUTO: stateful LM on NPU, continuous batching elsewhere",
+    )  # fmt: skip
+    serve.add_argument("--draft_models_path", type=Path, help="draft model directory: serve with speculative decoding")
+    serve.add_argument("--draft_device", help="device of the draft model (default: --device)")
+    serve.add_argument(
+        "--plugin_config", default="{}", help="JSON object passed to the pipeline, e.g. '{\"prompt_lookup\": true}'"
+    )
+    serve.add_argument("--best_of_limit", type=int, default=20, help="largest best_of (beam width) accepted")
     serve.add_argument(
         "--port", "--rest_port", dest="port", type=int, default=8000, help="REST port (OVMS: --rest_port)"
     )
@@ -53,6 +75,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from_args(args: argparse.Namespace) -> ServerSettings:
+    common = {
+        "host": args.host,
+        "port": args.port,
+        "max_request_mb": args.max_request_mb,
+        "log_level": args.log_level,
+    }
+    if args.config_path is not None:
+        if args.model_path is not None or args.model_name is not None:
+            raise UsageError("--config_path and --model_path/--model_name exclude each other")
+        return ServerSettings(models=models_from_config(args.config_path), **common)
+    if args.model_path is None or args.model_name is None:
+        raise UsageError("give --model_path and --model_name, or --config_path")
+    try:
+        plugin_config = json.loads(args.plugin_config)
+    except ValueError as exc:
+        raise UsageError(f"--plugin_config is not valid JSON: {exc}") from exc
+    if not isinstance(plugin_config, dict):
+        raise UsageError("--plugin_config must be a JSON object")
     scheduler = SchedulerSettings(
         cache_size=args.cache_size,
         max_num_seqs=args.max_num_seqs,
@@ -66,14 +106,13 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         device=args.device,
         scheduler=scheduler,
         max_tokens_limit=args.max_tokens_limit,
+        pipeline_type=args.pipeline_type,
+        draft_path=args.draft_models_path,
+        draft_device=args.draft_device,
+        plugin_config=plugin_config,
+        best_of_limit=args.best_of_limit,
     )
-    return ServerSettings(
-        host=args.host,
-        port=args.port,
-        models=[model],
-        max_request_mb=args.max_request_mb,
-        log_level=args.log_level,
-    )
+    return ServerSettings(models=[model], **common)
 
 
 async def serve(settings: ServerSettings) -> int:
@@ -87,7 +126,10 @@ async def serve(settings: ServerSettings) -> int:
     site = web.TCPSite(runner, settings.host, settings.port)
     await site.start()
     for model in models:
-        log.info("serving %r from %s on %s", model.name, model.spec.model_path, model.spec.device)
+        log.info(
+            "serving %r from %s on %s (%s pipeline, from %s)",
+            model.name, model.spec.model_path, model.spec.device, model.kind.value, model.settings.source,
+        )  # fmt: skip
     log.info("listening on http://%s:%d (POST /v3/chat/completions, GET /v3/models)", settings.host, settings.port)
 
     stop = asyncio.Event()
@@ -115,10 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = settings_from_args(args)
+    except (UsageError, GraphError) as exc:
+        print(f"ovserve: {exc}", file=sys.stderr)
+        return 2
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
             location = ".".join(str(part) for part in error["loc"])
-            print(f"ovserve: invalid setting {location}: {error['msg']}", file=sys.stderr)
+            message = error["msg"].removeprefix("Value error, ")
+            print(f"ovserve: {message}" if not location else f"ovserve: {location}: {message}", file=sys.stderr)
         return 2
     return asyncio.run(serve(settings))
 

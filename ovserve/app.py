@@ -92,9 +92,4 @@ async def _loop_lag(app: web.Application) -> AsyncIterator[None]:
 
 def load_models(settings: ServerSettings) -> ModelRegistry:
     level = logging.getLevelName(settings.log_level.upper())
-    return ModelRegistry(
-        [
-            ServedModel.load(model.engine_spec(), max_tokens_limit=model.max_tokens_limit, log_level=level)
-            for model in settings.models
-        ]
-    )
+    return ModelRegistry([ServedModel.load(model, log_level=level) for model in settings.models])

@@ -1,37 +1,122 @@
-"""Server settings: one pydantic model, filled from the command line."""
+"""Server settings: one pydantic model per served model, filled from the CLI or from graphs.
+
+A model comes either from ``--model_path``/``--model_name`` (plus scheduler flags) or from an
+OVMS ``config.json`` whose entries point at ``graph.pbtxt`` files (see ``ovserve.graph``). Both
+end up as the same :class:`ModelSettings`, which decides which pipeline the engine builds.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ovserve.engine.spec import EngineSpec, SchedulerSettings
+from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
+from ovserve.graph import LLMNodeOptions, parse_graph, read_config
+
+PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
+
+
+def is_vlm_dir(path: Path) -> bool:
+    """optimum-intel's image-text-to-text export writes a separate vision-embeddings model."""
+    return (path / "openvino_vision_embeddings_model.xml").is_file()
 
 
 class ModelSettings(BaseModel):
-    """One served model (``--model_path``/``--model_name`` today; a graph file later)."""
-
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
     path: Path
+    source: str = "the command line"  # where the settings came from, for error messages
     device: str = "CPU"
+    pipeline_type: PipelineType = "AUTO"
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    plugin_config: dict[str, Any] = Field(default_factory=dict)
     max_tokens_limit: int | None = Field(default=None, ge=1)
+    best_of_limit: int = Field(default=20, ge=1)
+    draft_path: Path | None = None
+    draft_device: str | None = None
+    draft_scheduler: dict[str, Any] = Field(default_factory=dict)
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    enable_tool_guided_generation: bool = False
+    generation_config_path: Path | None = None
 
     @model_validator(mode="after")
-    def _path_is_a_model(self) -> ModelSettings:
-        if not self.path.is_dir():
-            raise ValueError(f"model directory {self.path} does not exist")
-        if not (self.path / "openvino_model.xml").is_file() and not any(self.path.glob("openvino_*model*.xml")):
-            raise ValueError(f"{self.path} holds no OpenVINO IR (openvino_model.xml); export the model first")
-        if not (self.path / "openvino_tokenizer.xml").is_file():
-            raise ValueError(f"{self.path} has no openvino_tokenizer.xml; export it with --convert-tokenizer")
+    def _paths_are_models(self) -> ModelSettings:
+        for label, path in (("model", self.path), ("draft model", self.draft_path)):
+            if path is None:
+                continue
+            if not path.is_dir():
+                raise ValueError(f"{self.source}: {label} directory {path} does not exist")
+            if not any(path.glob("openvino_*model*.xml")):
+                raise ValueError(f"{self.source}: {path} holds no OpenVINO IR (openvino_model.xml); export it first")
+            if not (path / "openvino_tokenizer.xml").is_file():
+                raise ValueError(f"{self.source}: {path} has no openvino_tokenizer.xml; export it with the tokenizer")
+        if self.draft_path is not None and self.pipeline_kind is PipelineKind.STATEFUL:
+            raise ValueError(
+                f"{self.source}: a draft model needs a continuous batching pipeline, not {self.pipeline_type}"
+            )
+        if self.pipeline_type == "VLM":
+            raise ValueError(f"{self.source}: pipeline_type VLM (stateful) is not supported; use VLM_CB or AUTO")
         return self
 
+    @property
+    def pipeline_kind(self) -> PipelineKind:
+        """OVMS's AUTO: the stateful LLMPipeline on NPU, continuous batching elsewhere."""
+        if self.pipeline_type == "LM" or (self.pipeline_type == "AUTO" and self.device.upper().startswith("NPU")):
+            return PipelineKind.STATEFUL
+        if self.draft_path is not None:
+            return PipelineKind.SPECULATIVE
+        if self.plugin_config.get("prompt_lookup"):
+            return PipelineKind.PROMPT_LOOKUP
+        return PipelineKind.CONTINUOUS_BATCHING
+
+    @classmethod
+    def from_graph(cls, name: str, options: LLMNodeOptions) -> ModelSettings:
+        return cls(
+            name=name,
+            path=options.models_path,
+            source=str(options.graph_path),
+            device=options.device,
+            pipeline_type=options.pipeline_type,  # type: ignore[arg-type]
+            scheduler=SchedulerSettings(
+                cache_size=options.cache_size,
+                max_num_seqs=options.max_num_seqs,
+                max_num_batched_tokens=options.max_num_batched_tokens,
+                dynamic_split_fuse=options.dynamic_split_fuse,
+                enable_prefix_caching=options.enable_prefix_caching,
+            ),
+            plugin_config=options.plugin_config,
+            max_tokens_limit=options.max_tokens_limit,
+            best_of_limit=options.best_of_limit,
+            draft_path=options.draft_models_path,
+            draft_device=options.draft_device,
+            draft_scheduler=options.draft_scheduler,
+            tool_parser=options.tool_parser,
+            reasoning_parser=options.reasoning_parser,
+            enable_tool_guided_generation=options.enable_tool_guided_generation,
+            generation_config_path=options.generation_config_path,
+        )
+
     def engine_spec(self) -> EngineSpec:
-        return EngineSpec(name=self.name, model_path=self.path.resolve(), device=self.device, scheduler=self.scheduler)
+        # Draft scheduler: OVMS inherits the main model's values unless draft_* overrides them.
+        draft_scheduler = None
+        if self.draft_path is not None:
+            draft_scheduler = self.scheduler.model_copy(update=self.draft_scheduler)
+        plugin_config = {key: value for key, value in self.plugin_config.items() if key != "prompt_lookup"}
+        return EngineSpec(
+            name=self.name,
+            model_path=self.path.resolve(),
+            device=self.device,
+            kind=self.pipeline_kind,
+            scheduler=self.scheduler,
+            plugin_config=plugin_config,
+            draft_models_path=self.draft_path.resolve() if self.draft_path else None,
+            draft_device=self.draft_device,
+            draft_scheduler=draft_scheduler,
+        )
 
 
 class ServerSettings(BaseModel):
@@ -42,3 +127,8 @@ class ServerSettings(BaseModel):
     models: list[ModelSettings] = Field(min_length=1)
     max_request_mb: float = Field(default=64.0, gt=0)
     log_level: str = "INFO"
+
+
+def models_from_config(config_path: Path) -> list[ModelSettings]:
+    """Every servable of an OVMS ``config.json``; raises GraphError/ValueError naming file and field."""
+    return [ModelSettings.from_graph(entry.name, parse_graph(entry.graph_path)) for entry in read_config(config_path)]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ovserve.api.protocol import ChatCompletionRequest
+from ovserve.engine.spec import PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,20 @@ _MODEL_DEFAULT_KEYS = (
     "frequency_penalty",
     "length_penalty",
     "max_new_tokens",
+    "num_assistant_tokens",
+    "assistant_confidence_threshold",
+    "max_ngram_size",
 )
+
+# OVMS's built-in fallbacks for the drafting pipelines (docs: speculative / prompt lookup).
+DEFAULT_NUM_ASSISTANT_TOKENS = 5
+DEFAULT_MAX_NGRAM_SIZE = 3
+
+# Which request fields each pipeline kind accepts beyond the common ones.
+_DRAFTING_FIELDS: dict[PipelineKind, frozenset[str]] = {
+    PipelineKind.SPECULATIVE: frozenset({"num_assistant_tokens", "assistant_confidence_threshold"}),
+    PipelineKind.PROMPT_LOOKUP: frozenset({"num_assistant_tokens", "max_ngram_size"}),
+}
 
 
 @dataclass(frozen=True)
@@ -54,8 +68,9 @@ class ModelDefaults:
     values: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, model_dir: Path) -> ModelDefaults:
-        path = model_dir / "generation_config.json"
+    def load(cls, model_dir: Path, path: Path | None = None) -> ModelDefaults:
+        """Read ``path`` (a graph's generation_config_path) or ``model_dir/generation_config.json``."""
+        path = path or model_dir / "generation_config.json"
         if not path.is_file():
             return cls()
         try:
@@ -90,6 +105,9 @@ class GenerationParams:
     best_of: int
     logprobs: bool
     skip_special_tokens: bool
+    num_assistant_tokens: int | None
+    assistant_confidence_threshold: float | None
+    max_ngram_size: int | None
     # OVMS: best_of > 1 is the beam width; n > 1 at temperature 0 can only come from beams too.
     beam_search: bool
 
@@ -138,11 +156,46 @@ def resolve_max_new_tokens(
     return room
 
 
+def _drafting_params(
+    request: ChatCompletionRequest, defaults: ModelDefaults, kind: PipelineKind
+) -> tuple[int | None, float | None, int | None]:
+    """num_assistant_tokens / assistant_confidence_threshold / max_ngram_size for ``kind``.
+
+    Sent to a pipeline that cannot use them -> 400 naming the pipeline that does (OVMS would
+    fail inside the engine). Resolution: request > generation_config.json > built-in.
+    """
+    accepted = _DRAFTING_FIELDS.get(kind, frozenset())
+    for name in ("num_assistant_tokens", "assistant_confidence_threshold", "max_ngram_size"):
+        if getattr(request, name) is not None and name not in accepted:
+            users = [k.value for k, fields in _DRAFTING_FIELDS.items() if name in fields]
+            raise BadRequestError(
+                f"'{name}' applies to {' and '.join(users)} pipelines; this model is served by a {kind.value} pipeline",
+                param=name,
+            )
+    if kind is PipelineKind.SPECULATIVE:
+        if request.assistant_confidence_threshold is not None:
+            return None, request.assistant_confidence_threshold, None
+        if request.num_assistant_tokens is not None:
+            return request.num_assistant_tokens, None, None
+        # The model default may be either knob; a threshold wins only if it is the one configured.
+        if "num_assistant_tokens" in defaults.values:
+            return int(defaults.values["num_assistant_tokens"]), None, None
+        if "assistant_confidence_threshold" in defaults.values:
+            return None, float(defaults.values["assistant_confidence_threshold"]), None
+        return DEFAULT_NUM_ASSISTANT_TOKENS, None, None
+    if kind is PipelineKind.PROMPT_LOOKUP:
+        tokens = request.num_assistant_tokens or defaults.values.get("num_assistant_tokens")
+        ngram = request.max_ngram_size or defaults.values.get("max_ngram_size")
+        return int(tokens or DEFAULT_NUM_ASSISTANT_TOKENS), None, int(ngram or DEFAULT_MAX_NGRAM_SIZE)
+    return None, None, None
+
+
 def resolve_generation_params(
     request: ChatCompletionRequest,
     defaults: ModelDefaults,
     *,
     max_new_tokens: int,
+    kind: PipelineKind = PipelineKind.CONTINUOUS_BATCHING,
 ) -> GenerationParams:
     """Resolve each sampling value as request, then generation_config.json, then built-in.
 
@@ -156,6 +209,7 @@ def resolve_generation_params(
             return defaults.values[name]
         return BUILTIN_DEFAULTS[name]
 
+    num_assistant_tokens, assistant_confidence_threshold, max_ngram_size = _drafting_params(request, defaults, kind)
     top_k = pick("top_k", request.top_k)
     temperature = float(pick("temperature", request.temperature))
     best_of = request.best_of if request.best_of is not None else request.n
@@ -177,5 +231,8 @@ def resolve_generation_params(
         best_of=best_of,
         logprobs=request.logprobs,
         skip_special_tokens=request.skip_special_tokens,
+        num_assistant_tokens=num_assistant_tokens,
+        assistant_confidence_threshold=assistant_confidence_threshold,
+        max_ngram_size=max_ngram_size,
         beam_search=beam_search,
     )

@@ -28,6 +28,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ovserve.config import ModelSettings  # noqa: E402
 from ovserve.engine.spec import EngineSpec, SchedulerSettings  # noqa: E402
 from ovserve.loop_lag import BUCKETS  # noqa: E402
 from ovserve.service.models import ServedModel  # noqa: E402
@@ -249,7 +250,7 @@ def main() -> int:
 
     model_dir = build_benchmark_model(args.models_dir)
     scheduler = SchedulerSettings(max_num_batched_tokens=256, max_num_seqs=256)
-    served = ServedModel.load(EngineSpec(name="bench", model_path=model_dir))
+    served = ServedModel.load(ModelSettings(name="bench", path=model_dir))
     most = max(args.concurrency)
     prompts = [make_messages(i, served, args.prompt_tokens) for i in range(most)]
     print(f"model {model_dir}, prompts of {statistics.mean(len(ids) for _, ids in prompts):.0f} tokens, "

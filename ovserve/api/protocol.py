@@ -114,6 +114,10 @@ class ChatCompletionRequest(_Lenient):
     best_of: int | None = Field(default=None, ge=1)
     length_penalty: float | None = None
     logprobs: bool = False
+    # Speculative decoding (draft model) and prompt lookup; only valid on those pipelines.
+    num_assistant_tokens: int | None = Field(default=None, ge=1)
+    assistant_confidence_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
+    max_ngram_size: int | None = Field(default=None, ge=1)
 
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
@@ -137,6 +141,8 @@ class ChatCompletionRequest(_Lenient):
             raise ValueError("'stream_options' is only allowed when 'stream' is true")
         if self.stream and self.include_stop_str_in_output is False:
             raise ValueError("'include_stop_str_in_output' cannot be false when 'stream' is true")
+        if self.num_assistant_tokens is not None and self.assistant_confidence_threshold is not None:
+            raise ValueError("'num_assistant_tokens' and 'assistant_confidence_threshold' exclude each other; send one")
         if self.best_of is not None and self.best_of < self.n:
             raise ValueError(f"'best_of' ({self.best_of}) must be greater than or equal to 'n' ({self.n})")
         return self

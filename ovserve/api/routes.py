@@ -112,6 +112,12 @@ async def health_ready(request: web.Request) -> web.Response:
     return web.Response(status=200 if ready else 503)
 
 
+async def model_ready(request: web.Request) -> web.Response:
+    """KServe-style per-model readiness (OVMS: /v2/models/{name}/ready)."""
+    model = request.app[keys.MODELS].get(request.match_info["name"])
+    return web.Response(status=200 if model.engine.ready else 503)
+
+
 async def health(request: web.Request) -> web.Response:
     models = request.app[keys.MODELS]
     states = {model.name: model.engine.state.value for model in models}
@@ -157,5 +163,6 @@ def add_routes(app: web.Application) -> None:
         app.router.add_get(f"{prefix}/models/{{name}}", get_model)
     app.router.add_get("/v2/health/live", health_live)
     app.router.add_get("/v2/health/ready", health_ready)
+    app.router.add_get("/v2/models/{name}/ready", model_ready)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)

@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
 
-@dataclass(frozen=True)
-class SchedulerSettings:
+
+class PipelineKind(enum.Enum):
+    CONTINUOUS_BATCHING = "continuous_batching"
+    SPECULATIVE = "speculative"  # continuous batching with a draft model
+    PROMPT_LOOKUP = "prompt_lookup"  # continuous batching drafting from the prompt's n-grams
+    STATEFUL = "stateful"  # openvino_genai.LLMPipeline: one generation at a time (NPU)
+
+    @property
+    def continuous_batching(self) -> bool:
+        return self is not PipelineKind.STATEFUL
+
+
+class SchedulerSettings(BaseModel):
     """``openvino_genai.SchedulerConfig`` fields, with OVMS's graph defaults."""
 
-    cache_size: int = 0  # GB of KV cache; 0 lets the engine grow it on demand
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 256
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cache_size: int = Field(default=0, ge=0)  # GB of KV cache; 0 lets the engine grow it on demand
+    max_num_seqs: int = Field(default=256, ge=1)
+    max_num_batched_tokens: int = Field(default=256, ge=1)
     dynamic_split_fuse: bool = True
     enable_prefix_caching: bool = False
 
@@ -23,7 +38,9 @@ class EngineSpec:
     name: str
     model_path: Path
     device: str = "CPU"
+    kind: PipelineKind = PipelineKind.CONTINUOUS_BATCHING
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
     plugin_config: dict[str, Any] = field(default_factory=dict)
     draft_models_path: Path | None = None
     draft_device: str | None = None
+    draft_scheduler: SchedulerSettings | None = None

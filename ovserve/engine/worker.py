@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ovserve.engine import messages as msg
-from ovserve.engine.spec import EngineSpec
+from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
 
 log = logging.getLogger("ovserve.engine")
 
@@ -130,23 +130,45 @@ def build_generation_config(pipe: Any, params: dict[str, Any]) -> Any:
         # OVMS: an omitted seed means a random one; the engine's default would repeat itself.
         seed = params["seed"]
         cfg.rng_seed = seed if seed is not None else random.getrandbits(32)
+    # Speculative / prompt-lookup knobs; the server only sends them to pipelines that use them.
+    for name in ("num_assistant_tokens", "assistant_confidence_threshold", "max_ngram_size"):
+        if params.get(name) is not None:
+            setattr(cfg, name, params[name])
     cfg.validate()
     return cfg
 
 
-def build_pipeline(spec: EngineSpec) -> Any:
+def _scheduler_config(settings: SchedulerSettings) -> Any:
     import openvino_genai as ov_genai
 
     scheduler = ov_genai.SchedulerConfig()
-    scheduler.cache_size = spec.scheduler.cache_size
-    scheduler.max_num_seqs = spec.scheduler.max_num_seqs
-    scheduler.max_num_batched_tokens = spec.scheduler.max_num_batched_tokens
-    scheduler.dynamic_split_fuse = spec.scheduler.dynamic_split_fuse
-    scheduler.enable_prefix_caching = spec.scheduler.enable_prefix_caching
+    scheduler.cache_size = settings.cache_size
+    scheduler.max_num_seqs = settings.max_num_seqs
+    scheduler.max_num_batched_tokens = settings.max_num_batched_tokens
+    scheduler.dynamic_split_fuse = settings.dynamic_split_fuse
+    scheduler.enable_prefix_caching = settings.enable_prefix_caching
+    return scheduler
+
+
+def build_pipeline(spec: EngineSpec) -> Any:
+    """The pipeline of ``spec.kind``: continuous batching (plain, speculative, prompt lookup) or stateful."""
+    import openvino_genai as ov_genai
+
     properties: dict[str, Any] = dict(spec.plugin_config)
-    if spec.draft_models_path is not None:
-        properties["draft_model"] = ov_genai.draft_model(str(spec.draft_models_path), spec.draft_device or spec.device)
-    return ov_genai.ContinuousBatchingPipeline(str(spec.model_path), scheduler, spec.device, properties)
+    if spec.kind is PipelineKind.STATEFUL:
+        return ov_genai.LLMPipeline(str(spec.model_path), spec.device, **properties)
+    if spec.kind is PipelineKind.SPECULATIVE:
+        assert spec.draft_models_path is not None and spec.draft_scheduler is not None
+        properties["draft_model"] = ov_genai.draft_model(
+            str(spec.draft_models_path),
+            spec.draft_device or spec.device,
+            scheduler_config=_scheduler_config(spec.draft_scheduler),
+        )
+    elif spec.kind is PipelineKind.PROMPT_LOOKUP:
+        properties["prompt_lookup"] = True
+    return ov_genai.ContinuousBatchingPipeline(
+        str(spec.model_path), _scheduler_config(spec.scheduler), spec.device, properties
+    )
 
 
 class EngineLoop:
@@ -326,15 +348,135 @@ class EngineLoop:
             events.append((msg.OUTPUT, request_id, seq_index, text, len(new_ids), logprobs, finish))
 
 
+class StatefulEngineLoop:
+    """``LLMPipeline`` (the stateful path OVMS uses on NPU): one generation at a time, in order.
+
+    ``generate()`` blocks this thread, so the reader thread records cancellations in a set the
+    streamer checks after every token; queued requests wait in ``_pending``.
+    """
+
+    def __init__(self, pipe: Any, conn: Connection) -> None:
+        self._pipe = pipe
+        self._tokenizer = pipe.get_tokenizer()
+        self._conn = conn
+        self._commands: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self._cancelled: set[int] = set()
+        self._pending: list[tuple[int, list[int], dict[str, Any]]] = []
+        self._current: int | None = None
+        self._running = True
+
+    def start_reader(self) -> None:
+        threading.Thread(target=self._read_commands, name="ovserve-engine-reader", daemon=True).start()
+
+    def _read_commands(self) -> None:
+        while True:
+            try:
+                command = self._conn.recv()
+            except (EOFError, OSError):
+                self._commands.put((msg.SHUTDOWN,))
+                return
+            if command[0] == msg.CANCEL:
+                self._cancelled.add(command[1])
+            self._commands.put(command)
+
+    def _send(self, events: list[tuple]) -> None:
+        try:
+            self._conn.send(events)
+        except (BrokenPipeError, OSError):
+            self._running = False
+
+    def run(self) -> None:
+        import openvino as ov
+
+        self._ov = ov
+        while self._running:
+            command = self._commands.get(block=not self._pending) if not self._pending else None
+            while command is not None:
+                self._handle(command)
+                try:
+                    command = self._commands.get_nowait()
+                except queue.Empty:
+                    command = None
+            if self._pending and self._running:
+                self._generate(*self._pending.pop(0))
+
+    def _handle(self, command: tuple) -> None:
+        kind = command[0]
+        if kind == msg.ADD:
+            self._pending.append((command[1], command[2], command[3]))
+        elif kind == msg.CANCEL:
+            request_id = command[1]
+            before = len(self._pending)
+            self._pending = [item for item in self._pending if item[0] != request_id]
+            if len(self._pending) != before:
+                self._cancelled.discard(request_id)
+                self._send([(msg.END, request_id, None, None)])
+        elif kind == msg.STATS:
+            busy = int(self._current is not None)
+            stats = {
+                "active_requests": busy + len(self._pending),
+                "releasing_requests": 0,
+                "engine_requests": busy,
+                "scheduled_requests": busy,
+                "cache_usage": 0.0,
+            }
+            self._send([(msg.STATS_REPLY, command[1], stats)])
+        elif kind == msg.SHUTDOWN:
+            self._running = False
+
+    def _generate(self, request_id: int, prompt_ids: list[int], params: dict[str, Any]) -> None:
+        import openvino_genai as ov_genai
+
+        decoder = IncrementalDetokenizer(self._tokenizer, params["skip_special_tokens"])
+        generated = 0
+        outer = self
+
+        class _Streamer(ov_genai.StreamerBase):
+            def write(self, token: Any) -> Any:
+                nonlocal generated
+                ids = [token] if isinstance(token, int) else list(token)
+                generated += len(ids)
+                text = decoder.push(ids)
+                if text:
+                    outer._send([(msg.OUTPUT, request_id, 0, text, len(ids), None, None)])
+                elif ids:
+                    outer._send([(msg.OUTPUT, request_id, 0, "", len(ids), None, None)])
+                if request_id in outer._cancelled:
+                    return ov_genai.StreamingStatus.CANCEL
+                return ov_genai.StreamingStatus.RUNNING
+
+            def end(self) -> None:
+                pass
+
+        self._current = request_id
+        try:
+            cfg = build_generation_config(self._pipe, params)
+            input_ids = self._ov.Tensor(np.array([prompt_ids], dtype=np.int64))
+            self._pipe.generate(input_ids, cfg, _Streamer())
+        except Exception as exc:
+            log.warning("stateful generation of request %d failed: %s", request_id, exc)
+            self._send([(msg.END, request_id, msg.ERROR_ENGINE, f"the engine failed: {exc}")])
+            return
+        finally:
+            self._current = None
+        if request_id in self._cancelled:
+            self._cancelled.discard(request_id)
+            self._send([(msg.END, request_id, None, None)])
+            return
+        finish = "length" if generated >= params["max_new_tokens"] else "stop"
+        self._send([(msg.OUTPUT, request_id, 0, decoder.flush(), 0, None, finish), (msg.END, request_id, None, None)])
+
+
 def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> None:
     """Entry point of the engine process (``multiprocessing`` spawn target)."""
     logging.basicConfig(level=log_level, format=f"%(asctime)s %(levelname)s [engine {spec.name}] %(message)s")
     try:
         pipe = build_pipeline(spec)
     except Exception as exc:
-        conn.send([(msg.FATAL, f"could not load {spec.model_path} on {spec.device}: {exc}")])
+        conn.send([(msg.FATAL, f"could not load {spec.model_path} ({spec.kind.value}) on {spec.device}: {exc}")])
         return
-    loop = EngineLoop(pipe, conn)
+    loop: EngineLoop | StatefulEngineLoop
+    loop = EngineLoop(pipe, conn) if spec.kind.continuous_batching else StatefulEngineLoop(pipe, conn)
     conn.send([(msg.READY, {"pid": os.getpid()})])
     loop.start_reader()
     loop.run()

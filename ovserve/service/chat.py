@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ovserve.api.protocol import ChatCompletionRequest, ChatMessage
+from ovserve.engine.spec import PipelineKind
 from ovserve.errors import BadRequestError, ServiceUnavailableError
 from ovserve.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
 from ovserve.service.models import ModelRegistry, ServedModel
@@ -117,7 +118,19 @@ class ChatService:
             context_length=model.context_length,
             max_tokens_limit=model.max_tokens_limit,
         )
-        params = resolve_generation_params(request, model.defaults, max_new_tokens=max_new_tokens)
+        params = resolve_generation_params(request, model.defaults, max_new_tokens=max_new_tokens, kind=model.kind)
+        if params.best_of > model.settings.best_of_limit:
+            raise BadRequestError(
+                f"best_of ({params.best_of}) exceeds this model's best_of_limit ({model.settings.best_of_limit})",
+                param="best_of",
+            )
+        if model.kind is PipelineKind.STATEFUL and (params.n > 1 or params.best_of > 1):
+            # LLMPipeline streams one sequence; OVMS refuses n/best_of > 1 on LM graphs too.
+            raise BadRequestError(
+                f"model '{model.name}' is served by a stateful (LM) pipeline, which returns one choice: "
+                "n and best_of must be 1",
+                param="n" if params.n > 1 else "best_of",
+            )
         return ChatJob(request=request, model=model, prompt_ids=prompt_ids, params=params)
 
     async def run(self, job: ChatJob) -> AsyncIterator[ChoiceDelta]:

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ovserve.chat_template import ChatTemplate
+from ovserve.config import ModelSettings
 from ovserve.engine.client import EngineClient
-from ovserve.engine.spec import EngineSpec
+from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import BadRequestError, ModelNotFoundError
 from ovserve.generation_config import ModelDefaults
 
@@ -53,25 +54,33 @@ def _read_template_from_files(model_dir: Path) -> str | None:
 
 @dataclass
 class ServedModel:
+    settings: ModelSettings
     spec: EngineSpec
     engine: EngineClient
     tokenizer: Any  # openvino_genai.Tokenizer, used here only to count and encode prompts
     template: ChatTemplate | None
     defaults: ModelDefaults
     context_length: int
-    max_tokens_limit: int | None = None
     created: int = 0
 
     @property
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def kind(self) -> PipelineKind:
+        return self.spec.kind
+
+    @property
+    def max_tokens_limit(self) -> int | None:
+        return self.settings.max_tokens_limit
+
     @classmethod
-    def load(
-        cls, spec: EngineSpec, *, max_tokens_limit: int | None = None, log_level: int = logging.INFO
-    ) -> ServedModel:
+    def load(cls, settings: ModelSettings, *, log_level: int = logging.INFO) -> ServedModel:
         """Read the model directory (blocking: call from a thread at startup)."""
         import openvino_genai as ov_genai
+
+        spec = settings.engine_spec()
 
         tokenizer = ov_genai.Tokenizer(str(spec.model_path))
         source = tokenizer.chat_template or _read_template_from_files(spec.model_path)
@@ -82,13 +91,13 @@ class ServedModel:
         else:
             log.warning("model %r has no chat template; /chat/completions will refuse requests", spec.name)
         return cls(
+            settings=settings,
             spec=spec,
             engine=EngineClient(spec, log_level=log_level),
             tokenizer=tokenizer,
             template=template,
-            defaults=ModelDefaults.load(spec.model_path),
+            defaults=ModelDefaults.load(spec.model_path, settings.generation_config_path),
             context_length=read_context_length(spec.model_path),
-            max_tokens_limit=max_tokens_limit,
             created=int(time.time()),
         )
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ovserve.chat_template import ChatTemplate
-from ovserve.engine.spec import EngineSpec
+from ovserve.config import ModelSettings
 from ovserve.errors import BadRequestError
 from ovserve.service.models import ServedModel
 
@@ -35,7 +35,7 @@ CONVERSATIONS = [
 def test_jinja_rendering_matches_openvino_tokenizer(tiny_llm: Path, messages: list[dict]) -> None:
     import openvino_genai as ov_genai
 
-    model = ServedModel.load(EngineSpec(name="m", model_path=tiny_llm))
+    model = ServedModel.load(ModelSettings(name="m", path=tiny_llm))
     expected = ov_genai.Tokenizer(str(tiny_llm)).apply_chat_template(messages, add_generation_prompt=True)
     assert model.render_chat(messages, None, None) == expected
 

@@ -1,0 +1,381 @@
+"""Reads OVMS model repositories: ``config.json`` and each model's ``graph.pbtxt``.
+
+The graph is parsed with the protobuf package's own text-format parser against a schema built
+at run time (no protoc): the subset of MediaPipe's ``CalculatorGraphConfig`` that OVMS LLM graphs
+use, and OVMS's ``LLMCalculatorOptions`` (src/llm/llm_calculator.proto). The parse is strict
+about fields, so a misspelled option is reported with its line and name instead of being
+silently dropped; only *extensions* of unknown types (other handlers' options) are tolerated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory, text_format
+
+log = logging.getLogger(__name__)
+
+_F = descriptor_pb2.FieldDescriptorProto
+_OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+_TYPES = {
+    "string": _F.TYPE_STRING,
+    "bool": _F.TYPE_BOOL,
+    "uint64": _F.TYPE_UINT64,
+    "uint32": _F.TYPE_UINT32,
+    "int32": _F.TYPE_INT32,
+    "float": _F.TYPE_FLOAT,
+}
+
+# LLMCalculatorOptions as OVMS declares it: (name, number, type). Messages/enums are ".qualified".
+_LLM_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
+    ("models_path", 1, "string"),
+    ("max_num_batched_tokens", 2, "uint64"),
+    ("cache_size", 3, "uint64"),
+    ("max_num_seqs", 4, "uint64"),
+    ("dynamic_split_fuse", 5, "bool"),
+    ("device", 6, "string"),
+    ("plugin_config", 7, "string"),
+    ("best_of_limit", 8, "uint32"),
+    ("max_tokens_limit", 9, "uint32"),
+    ("enable_prefix_caching", 10, "bool"),
+    ("draft_models_path", 11, "string"),
+    ("draft_device", 12, "string"),
+    ("draft_max_num_batched_tokens", 13, "uint64"),
+    ("draft_cache_size", 14, "uint64"),
+    ("draft_block_size", 15, "uint64"),
+    ("draft_max_num_seqs", 16, "uint64"),
+    ("draft_dynamic_split_fuse", 17, "bool"),
+    ("draft_eagle3_mode", 18, "bool"),
+    ("pipeline_type", 19, ".mediapipe.LLMCalculatorOptions.PipelineType"),
+    ("cache_eviction_config", 20, ".mediapipe.LLMCalculatorOptions.Opaque"),
+    ("tool_parser", 21, "string"),
+    ("reasoning_parser", 22, "string"),
+    ("enable_tool_guided_generation", 23, "bool"),
+    ("sparse_attention_config", 24, ".mediapipe.LLMCalculatorOptions.Opaque"),
+    ("cache_interval_multiplier", 25, "uint64"),
+    ("chat_template_mode", 26, ".mediapipe.LLMCalculatorOptions.ChatTemplateMode"),
+    ("generation_config_path", 27, "string"),
+    # Written by older OVMS export scripts; still accepted (see LEGACY_OPTIONS).
+    ("response_parser", 1001, "string"),
+    ("block_size", 1002, "uint64"),
+]
+PIPELINE_TYPES = ("LM", "VLM", "LM_CB", "VLM_CB", "AUTO")
+
+# OVMS options ovserve understands but does not implement: refused at startup, never ignored.
+UNSUPPORTED_OPTIONS = {
+    "draft_eagle3_mode": "EAGLE-3 draft models",
+    "cache_eviction_config": "KV cache eviction",
+    "sparse_attention_config": "sparse attention",
+    "cache_interval_multiplier": "cache interval multiplier",
+}
+# Options older OVMS export scripts wrote: accepted with a warning.
+LEGACY_OPTIONS = {
+    "response_parser": "renamed to tool_parser in OVMS; used as tool_parser",
+    "block_size": "the KV cache block size is chosen by the engine now; ignored",
+    "draft_block_size": "the KV cache block size is chosen by the engine now; ignored",
+}
+
+
+class GraphError(Exception):
+    """A deployment file is wrong; the message names the file, the line and the field."""
+
+
+def _field(name: str, number: int, type_name: str, label: int = _OPTIONAL) -> descriptor_pb2.FieldDescriptorProto:
+    proto = _F(name=name, number=number, label=label)
+    if type_name in _TYPES:
+        proto.type = _TYPES[type_name]
+    elif type_name.endswith(("PipelineType", "ChatTemplateMode")):
+        proto.type = _F.TYPE_ENUM
+        proto.type_name = type_name
+    else:
+        proto.type = _F.TYPE_MESSAGE
+        proto.type_name = type_name
+    return proto
+
+
+def _message(name: str, fields: list[descriptor_pb2.FieldDescriptorProto]) -> descriptor_pb2.DescriptorProto:
+    return descriptor_pb2.DescriptorProto(name=name, field=fields)
+
+
+def _build_pool() -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(any_pb2.DESCRIPTOR.serialized_pb))
+    f = descriptor_pb2.FileDescriptorProto(name="ovserve/mediapipe_subset.proto", package="mediapipe", syntax="proto2")
+    f.dependency.append("google/protobuf/any.proto")
+
+    options = _message("MediaPipeOptions", [])
+    options.extension_range.add(start=20000, end=536870912)
+    sync_set = _message("SyncSet", [_field("tag_index", 1, "string", _REPEATED)])
+    sync_options = _message(
+        "SyncSetInputStreamHandlerOptions", [_field("sync_set", 1, ".mediapipe.SyncSet", _REPEATED)]
+    )
+    sync_options.extension.append(
+        _F(name="ext", number=97718271, label=_OPTIONAL, type=_F.TYPE_MESSAGE,
+           type_name=".mediapipe.SyncSetInputStreamHandlerOptions", extendee=".mediapipe.MediaPipeOptions")
+    )  # fmt: skip
+    handler = _message(
+        "InputStreamHandlerConfig",
+        [_field("input_stream_handler", 1, "string"), _field("options", 3, ".mediapipe.MediaPipeOptions")],
+    )
+    stream_info = _message("InputStreamInfo", [_field("tag_index", 1, "string"), _field("back_edge", 2, "bool")])
+    node = _message(
+        "Node",
+        [
+            _field("name", 1, "string"),
+            _field("calculator", 2, "string"),
+            _field("input_stream", 3, "string", _REPEATED),
+            _field("output_stream", 4, "string", _REPEATED),
+            _field("input_side_packet", 5, "string", _REPEATED),
+            _field("output_side_packet", 6, "string", _REPEATED),
+            _field("node_options", 8, ".google.protobuf.Any", _REPEATED),
+            _field("source_layer", 9, "int32"),
+            _field("buffer_size_hint", 10, "int32"),
+            _field("input_stream_handler", 11, ".mediapipe.InputStreamHandlerConfig"),
+            _field("output_stream_handler", 12, ".mediapipe.InputStreamHandlerConfig"),
+            _field("input_stream_info", 13, ".mediapipe.InputStreamInfo", _REPEATED),
+            _field("executor", 14, "string"),
+            _field("max_in_flight", 16, "int32"),
+        ],
+    )
+    graph = _message(
+        "CalculatorGraphConfig",
+        [
+            _field("node", 1, ".mediapipe.Node", _REPEATED),
+            _field("num_threads", 8, "int32"),
+            _field("input_stream", 10, "string", _REPEATED),
+            _field("output_stream", 15, "string", _REPEATED),
+            _field("input_side_packet", 16, "string", _REPEATED),
+            _field("output_side_packet", 17, "string", _REPEATED),
+            _field("max_queue_size", 11, "int32"),
+            _field("report_deadlock", 12, "bool"),
+            _field("input_stream_handler", 13, ".mediapipe.InputStreamHandlerConfig"),
+            _field("output_stream_handler", 14, ".mediapipe.InputStreamHandlerConfig"),
+            _field("package", 19, "string"),
+            _field("type", 20, "string"),
+        ],
+    )
+    llm = _message("LLMCalculatorOptions", [_field(*spec) for spec in _LLM_OPTIONS_FIELDS])
+    llm.nested_type.append(_message("Opaque", []))
+    llm.enum_type.append(
+        descriptor_pb2.EnumDescriptorProto(
+            name="PipelineType",
+            value=[descriptor_pb2.EnumValueDescriptorProto(name=n, number=i) for i, n in enumerate(PIPELINE_TYPES)],
+        )
+    )
+    llm.enum_type.append(
+        descriptor_pb2.EnumDescriptorProto(
+            name="ChatTemplateMode",
+            value=[descriptor_pb2.EnumValueDescriptorProto(name=n, number=i) for i, n in enumerate(("MINJA", "JINJA"))],
+        )
+    )
+    f.message_type.extend([options, sync_set, sync_options, handler, stream_info, node, graph, llm])
+    pool.Add(f)
+    return pool
+
+
+_POOL = _build_pool()
+_GRAPH_CLASS = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("mediapipe.CalculatorGraphConfig"))
+_LLM_OPTIONS_CLASS = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("mediapipe.LLMCalculatorOptions"))
+_LLM_OPTIONS_TYPE = "mediapipe.LLMCalculatorOptions"
+
+
+@dataclass
+class LLMNodeOptions:
+    """The LLM node's options, with OVMS's defaults for what the graph does not set."""
+
+    graph_path: Path
+    models_path: Path
+    device: str = "CPU"
+    pipeline_type: str = "AUTO"
+    cache_size: int = 0
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 256
+    dynamic_split_fuse: bool = True
+    enable_prefix_caching: bool = False
+    plugin_config: dict[str, Any] = field(default_factory=dict)
+    max_tokens_limit: int | None = None
+    best_of_limit: int = 20
+    draft_models_path: Path | None = None
+    draft_device: str | None = None
+    draft_scheduler: dict[str, Any] = field(default_factory=dict)
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    enable_tool_guided_generation: bool = False
+    generation_config_path: Path | None = None
+
+
+def _line_of(text: str, needle: str) -> int:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return number
+    return 0
+
+
+def parse_graph(graph_path: Path) -> LLMNodeOptions:
+    """Parse one ``graph.pbtxt`` and return its LLM node's options (paths resolved)."""
+    try:
+        text = graph_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise GraphError(f"{graph_path}: cannot read the graph: {exc.strerror or exc}") from exc
+    graph = _GRAPH_CLASS()
+    try:
+        text_format.Parse(text, graph, allow_unknown_extension=True, descriptor_pool=_POOL)
+    except text_format.ParseError as exc:
+        # ParseError messages carry "line:column : what"; keep them, prefixed by the file.
+        raise GraphError(f"{graph_path}:{exc}") from exc
+
+    found: list[Any] = []
+    for node in graph.node:
+        for option in node.node_options:
+            if option.TypeName() == _LLM_OPTIONS_TYPE:
+                options = _LLM_OPTIONS_CLASS()
+                option.Unpack(options)
+                found.append(options)
+    if not found:
+        raise GraphError(
+            f"{graph_path}: no node has [type.googleapis.com / mediapipe.LLMCalculatorOptions] node_options; "
+            "ovserve serves LLM graphs (HttpLLMCalculator)"
+        )
+    if len(found) > 1:
+        raise GraphError(f"{graph_path}: {len(found)} LLM nodes found; a graph serves exactly one model")
+    return _to_node_options(graph_path, text, found[0])
+
+
+def _to_node_options(graph_path: Path, text: str, options: Any) -> LLMNodeOptions:
+    def where(name: str) -> str:
+        return f"{graph_path}:{_line_of(text, name)}: field '{name}'"
+
+    for name, feature in UNSUPPORTED_OPTIONS.items():
+        if options.HasField(name):
+            raise GraphError(f"{where(name)}: {feature} is an OVMS option ovserve does not support; remove it")
+    for name, note in LEGACY_OPTIONS.items():
+        if options.HasField(name):
+            log.warning("%s: %s", where(name), note)
+    if not options.HasField("models_path"):
+        raise GraphError(f"{graph_path}: field 'models_path' is required in LLMCalculatorOptions")
+
+    base = graph_path.parent
+    models_path = (base / options.models_path).resolve()
+    if not models_path.is_dir():
+        raise GraphError(f"{where('models_path')}: model directory {models_path} does not exist")
+
+    plugin_config: dict[str, Any] = {}
+    if options.plugin_config.strip():
+        try:
+            plugin_config = json.loads(options.plugin_config)
+        except ValueError as exc:
+            raise GraphError(f"{where('plugin_config')}: not a JSON object: {exc}") from exc
+        if not isinstance(plugin_config, dict):
+            raise GraphError(f"{where('plugin_config')}: must be a JSON object, got {options.plugin_config!r}")
+    # OVMS writes "KV_CACHE_PRECISION": "" when no precision was chosen: that means "default".
+    plugin_config = {key: value for key, value in plugin_config.items() if value != ""}
+
+    draft_fields = {
+        name: getattr(options, name)
+        for name in ("draft_max_num_batched_tokens", "draft_cache_size", "draft_max_num_seqs",
+                     "draft_dynamic_split_fuse", "draft_device")
+        if options.HasField(name)
+    }  # fmt: skip
+    draft_path = None
+    if options.HasField("draft_models_path"):
+        draft_path = (base / options.draft_models_path).resolve()
+        if not draft_path.is_dir():
+            raise GraphError(f"{where('draft_models_path')}: draft model directory {draft_path} does not exist")
+    elif draft_fields:
+        first = sorted(draft_fields)[0]
+        raise GraphError(f"{where(first)}: draft options need 'draft_models_path' (the draft model to use)")
+    if draft_path is not None and plugin_config.get("prompt_lookup"):
+        raise GraphError(
+            f"{where('draft_models_path')}: speculative decoding (a draft model) and prompt_lookup in plugin_config "
+            "exclude each other"
+        )
+
+    def get(name: str, default: Any) -> Any:
+        return getattr(options, name) if options.HasField(name) else default
+
+    pipeline_type = PIPELINE_TYPES[options.pipeline_type] if options.HasField("pipeline_type") else "AUTO"
+    generation_config_path = None
+    if options.HasField("generation_config_path"):
+        generation_config_path = (models_path / options.generation_config_path).resolve()
+        if not generation_config_path.is_file():
+            raise GraphError(f"{where('generation_config_path')}: {generation_config_path} does not exist")
+    return LLMNodeOptions(
+        graph_path=graph_path,
+        models_path=models_path,
+        device=get("device", "CPU") or "CPU",
+        pipeline_type=pipeline_type,
+        cache_size=get("cache_size", 0),
+        max_num_seqs=get("max_num_seqs", 256),
+        max_num_batched_tokens=get("max_num_batched_tokens", 256),
+        dynamic_split_fuse=get("dynamic_split_fuse", True),
+        enable_prefix_caching=get("enable_prefix_caching", False),
+        plugin_config=plugin_config,
+        max_tokens_limit=get("max_tokens_limit", None),
+        best_of_limit=get("best_of_limit", 20),
+        draft_models_path=draft_path,
+        draft_device=draft_fields.pop("draft_device", None),
+        draft_scheduler={key.removeprefix("draft_"): value for key, value in draft_fields.items()},
+        tool_parser=get("tool_parser", None) or get("response_parser", None),
+        reasoning_parser=get("reasoning_parser", None),
+        enable_tool_guided_generation=get("enable_tool_guided_generation", False),
+        generation_config_path=generation_config_path,
+    )
+
+
+@dataclass(frozen=True)
+class ServableEntry:
+    name: str
+    graph_path: Path
+
+
+def read_config(config_path: Path) -> list[ServableEntry]:
+    """The servables of an OVMS ``config.json`` (``model_config_list`` and ``mediapipe_config_list``)."""
+    try:
+        raw = json.loads(config_path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GraphError(f"{config_path}: cannot read the config: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise GraphError(f"{config_path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
+    if not isinstance(raw, dict):
+        raise GraphError(f"{config_path}: the config must be a JSON object")
+    unknown = sorted(set(raw) - {"model_config_list", "mediapipe_config_list", "monitoring"})
+    if unknown:
+        raise GraphError(f"{config_path}: unknown top-level field '{unknown[0]}'")
+    text = config_path.read_text(encoding="utf-8")
+    base = config_path.parent
+    entries: list[ServableEntry] = []
+    for list_name in ("model_config_list", "mediapipe_config_list"):
+        items = raw.get(list_name) or []
+        if not isinstance(items, list):
+            raise GraphError(f"{config_path}:{_line_of(text, list_name)}: field '{list_name}' must be a list")
+        for position, item in enumerate(items):
+            # model_config_list wraps each entry in {"config": {...}}; mediapipe_config_list does not.
+            entry = item.get("config", item) if isinstance(item, dict) else None
+            label = f"{list_name}[{position}]"
+            if not isinstance(entry, dict):
+                raise GraphError(f"{config_path}: {label} must be an object")
+            name = entry.get("name")
+            if not isinstance(name, str) or not name:
+                raise GraphError(f"{config_path}:{_line_of(text, list_name)}: {label} needs a 'name'")
+            quoted_name = json.dumps(name)
+            where = f"{config_path}:{_line_of(text, quoted_name)}: {label} ('{name}')"
+            extra = sorted(set(entry) - {"name", "base_path", "graph_path", "subconfig"})
+            if extra:
+                raise GraphError(f"{where}: unknown field '{extra[0]}'")
+            if "base_path" not in entry and "graph_path" not in entry:
+                raise GraphError(f"{where}: field 'base_path' is required")
+            base_path = base / str(entry.get("base_path", ""))
+            graph_path = base / entry["graph_path"] if "graph_path" in entry else base_path / "graph.pbtxt"
+            if not graph_path.is_file():
+                raise GraphError(f"{where}: field '{'graph_path' if 'graph_path' in entry else 'base_path'}': "
+                                 f"no graph at {graph_path.resolve()}")  # fmt: skip
+            if any(existing.name == name for existing in entries):
+                raise GraphError(f"{where}: field 'name': '{name}' is declared twice")
+            entries.append(ServableEntry(name=name, graph_path=graph_path.resolve()))
+    if not entries:
+        raise GraphError(f"{config_path}: no servables declared (model_config_list and mediapipe_config_list empty)")
+    return entries
