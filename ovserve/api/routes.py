@@ -151,6 +151,22 @@ async def metrics(request: web.Request) -> web.Response:
                 continue
             lines.append(f"ovserve_engine_requests{label} {stats['engine_requests']}")
             lines.append(f"ovserve_engine_handles{label} {stats['active_requests'] + stats['releasing_requests']}")
+    drafting = [model for model in request.app[keys.MODELS] if model.engine.drafting.requests]
+    if drafting:
+        lines += [
+            "# HELP ovserve_draft_accepted_tokens_total Draft tokens the main model accepted.",
+            "# TYPE ovserve_draft_accepted_tokens_total counter",
+            "# HELP ovserve_draft_proposed_tokens_total Draft tokens proposed (num_assistant_tokens mode).",
+            "# TYPE ovserve_draft_proposed_tokens_total counter",
+            "# HELP ovserve_draft_verify_steps_total Main-model verification steps of drafting requests.",
+            "# TYPE ovserve_draft_verify_steps_total counter",
+        ]
+        for model in drafting:
+            label = f'{{model="{model.name}"}}'
+            counts = model.engine.drafting
+            lines.append(f"ovserve_draft_accepted_tokens_total{label} {counts.accepted_tokens}")
+            lines.append(f"ovserve_draft_proposed_tokens_total{label} {counts.drafted_tokens}")
+            lines.append(f"ovserve_draft_verify_steps_total{label} {counts.verify_steps}")
     lines.extend(request.app[keys.LOOP_LAG].prometheus())
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 

@@ -18,11 +18,12 @@ import queue
 import threading
 import time
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 from ovserve.engine import messages as msg
-from ovserve.engine.spec import EngineSpec
+from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import EngineError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,31 @@ class EngineState(enum.Enum):
     STOPPED = "stopped"
 
 
-class _EngineDied(Exception):
-    pass
+@dataclass
+class DraftingStats:
+    """Speculative / prompt-lookup acceptance, derived from what each engine step delivered.
+
+    The step API exposes no per-request acceptance counters (only ``generate()`` results carry
+    them), but each main-model step of a drafting pipeline yields 1 verified token plus the
+    accepted draft tokens: accepted = generated - steps. Drafted = steps x num_assistant_tokens
+    when that knob (not a confidence threshold) drives the draft.
+    """
+
+    requests: int = 0
+    generated_tokens: int = 0
+    verify_steps: int = 0
+    accepted_tokens: int = 0
+    drafted_tokens: int = 0
+
+    def record(self, generated: int, steps: int, num_assistant_tokens: int | None) -> tuple[int, int | None]:
+        accepted = max(0, generated - steps)
+        drafted = steps * num_assistant_tokens if num_assistant_tokens else None
+        self.requests += 1
+        self.generated_tokens += generated
+        self.verify_steps += steps
+        self.accepted_tokens += accepted
+        self.drafted_tokens += drafted or 0
+        return accepted, drafted
 
 
 class EngineClient:
@@ -64,6 +88,7 @@ class EngineClient:
         self._ready: asyncio.Future[None] | None = None
         self._restart_task: asyncio.Task[None] | None = None
         self._closing = False
+        self.drafting = DraftingStats()
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -242,6 +267,7 @@ class EngineClient:
         self._send((msg.ADD, request_id, prompt_ids, params))
         self._streams[request_id] = stream
         finished = False
+        generated = steps = 0
         try:
             while True:
                 event = await stream.get()
@@ -254,13 +280,28 @@ class EngineClient:
                         raise ServiceUnavailableError(event.error_message or "", code="engine_overloaded")
                     if event.error_kind is not None:
                         raise EngineError(event.error_message or "the engine failed")
+                    self._record_drafting(request_id, params, generated, steps)
                     return
+                if event.index == 0 and event.token_count:
+                    generated += event.token_count
+                    steps += 1
                 yield event
         finally:
             if not finished and request_id in self._streams and self._conn is not None:
                 # Keep the stream registered until the engine confirms with END.
                 self._streams[request_id] = asyncio.Queue()
                 self._outbox.put((msg.CANCEL, request_id))
+
+    def _record_drafting(self, request_id: int, params: msg.Params, generated: int, steps: int) -> None:
+        drafting = self.spec.kind in (PipelineKind.SPECULATIVE, PipelineKind.PROMPT_LOOKUP)
+        if not drafting or steps == 0 or params["n"] > 1 or params["beam_search"]:
+            return
+        accepted, drafted = self.drafting.record(generated, steps, params.get("num_assistant_tokens"))
+        log.info(
+            "request %d on %r (%s): %d tokens in %d steps, %d draft tokens accepted%s",
+            request_id, self.spec.name, self.spec.kind.value, generated, steps, accepted,
+            f" of {drafted} drafted" if drafted else "",
+        )  # fmt: skip
 
     async def stats(self, timeout: float = 5.0) -> dict[str, Any]:
         """The engine's own counters (active requests as the pipeline sees them)."""

@@ -98,7 +98,8 @@ def build_generation_config(pipe: Any, params: dict[str, Any]) -> Any:
     ``pipe.get_config()`` carries the model's eos/stop token ids; every sampling field is then
     set explicitly so nothing falls back to a value the server did not choose.
     """
-    cfg = pipe.get_config()
+    # ContinuousBatchingPipeline.get_config() / LLMPipeline.get_generation_config(): same content.
+    cfg = pipe.get_config() if hasattr(pipe, "get_config") else pipe.get_generation_config()
     cfg.max_new_tokens = params["max_new_tokens"]
     cfg.ignore_eos = params["ignore_eos"]
     cfg.repetition_penalty = params["repetition_penalty"]
