@@ -280,11 +280,14 @@ class EngineClient:
                         raise ServiceUnavailableError(event.error_message or "", code="engine_overloaded")
                     if event.error_kind is not None:
                         raise EngineError(event.error_message or "the engine failed")
-                    self._record_drafting(request_id, params, generated, steps)
                     return
-                if event.index == 0 and event.token_count:
-                    generated += event.token_count
-                    steps += 1
+                if event.index == 0:
+                    if event.token_count:
+                        generated += event.token_count
+                        steps += 1
+                    if event.finish_reason is not None:
+                        # Recorded here: consumers may stop iterating at the finish, before END.
+                        self._record_drafting(request_id, params, generated, steps)
                 yield event
         finally:
             if not finished and request_id in self._streams and self._conn is not None:
