@@ -1,0 +1,57 @@
+"""Tool-call and reasoning parsers, one registry keyed by the names graphs use.
+
+``tool_parser`` / ``reasoning_parser`` in a graph pick the format; when ``tool_parser`` is unset
+it is detected from the chat template (what the template teaches the model to write).
+"""
+
+from __future__ import annotations
+
+from ovserve.parsers import hermes, llama3, mistral, phi4
+from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+
+TOOL_PARSERS: dict[str, ToolCallFormat] = {
+    "hermes3": hermes.FORMAT,
+    "qwen3": hermes.FORMAT,  # Qwen 2.5 / 3 use the Hermes format
+    "qwen3coder": hermes.FORMAT,
+    "llama3": llama3.FORMAT,
+    "mistral": mistral.FORMAT,
+    "phi4": phi4.FORMAT,
+}
+
+REASONING_PARSERS: dict[str, ReasoningFormat] = {
+    "qwen3": ReasoningFormat(name="qwen3", start="<think>", end="</think>"),
+}
+
+# Template fragment -> parser: what the chat template tells the model to emit.
+_TEMPLATE_HINTS: tuple[tuple[str, str], ...] = (
+    ("<tool_call>", "hermes3"),
+    ("[TOOL_CALLS]", "mistral"),
+    ("functools", "phi4"),
+    ("<|python_tag|>", "llama3"),
+)
+
+
+class UnknownParserError(ValueError):
+    pass
+
+
+def tool_parser(name: str) -> ToolCallFormat:
+    try:
+        return TOOL_PARSERS[name]
+    except KeyError:
+        raise UnknownParserError(f"unknown tool_parser '{name}' (known: {', '.join(sorted(TOOL_PARSERS))})") from None
+
+
+def reasoning_parser(name: str) -> ReasoningFormat:
+    try:
+        return REASONING_PARSERS[name]
+    except KeyError:
+        known = ", ".join(sorted(REASONING_PARSERS))
+        raise UnknownParserError(f"unknown reasoning_parser '{name}' (known: {known})") from None
+
+
+def detect_tool_parser(chat_template: str | None) -> ToolCallFormat | None:
+    for fragment, name in _TEMPLATE_HINTS:
+        if chat_template and fragment in chat_template:
+            return TOOL_PARSERS[name]
+    return None

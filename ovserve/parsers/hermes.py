@@ -1,0 +1,12 @@
+"""Hermes 3 / Qwen 2.5 / Qwen 3: ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``."""
+
+from __future__ import annotations
+
+from ovserve.parsers.base import ToolCall, ToolCallFormat, call_from_object, decode_json
+
+
+def decode(payload: str) -> list[ToolCall]:
+    return [call_from_object(decode_json(payload))]
+
+
+FORMAT = ToolCallFormat(name="hermes3", starts=("<tool_call>",), end="</tool_call>", decode=decode)

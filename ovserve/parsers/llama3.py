@@ -1,0 +1,42 @@
+"""Llama 3.1+ JSON tool calls: ``{"name": ..., "parameters": {...}}``, optionally after
+``<|python_tag|>`` (a special token, gone when special tokens are skipped), several separated by
+``;``. A bare JSON object only counts as a call at the very start of the output."""
+
+from __future__ import annotations
+
+import json
+
+from ovserve.parsers.base import PayloadError, ToolCall, ToolCallFormat, call_from_object
+
+
+def decode(payload: str) -> list[ToolCall]:
+    decoder = json.JSONDecoder()
+    calls: list[ToolCall] = []
+    position = 0
+    while position < len(payload):
+        try:
+            item, position = decoder.raw_decode(payload, position)
+        except ValueError as exc:
+            raise PayloadError(f"not JSON: {exc}") from exc
+        calls.append(call_from_object(item))
+        rest = payload[position:].lstrip()
+        if not rest:
+            break
+        if not rest.startswith(";"):
+            raise PayloadError("calls must be separated by ';'")
+        position = len(payload) - len(rest) + 1
+        while position < len(payload) and payload[position].isspace():
+            position += 1
+    if not calls:
+        raise PayloadError("no call")
+    return calls
+
+
+FORMAT = ToolCallFormat(
+    name="llama3",
+    starts=("<|python_tag|>",),
+    end=None,
+    decode=decode,
+    start_of_output_only=('{"name"',),
+    marker_in_payload=('{"name"',),
+)

@@ -1,0 +1,15 @@
+"""Phi-4-mini: ``functools[{"name": ..., "arguments": {...}}, ...]``."""
+
+from __future__ import annotations
+
+from ovserve.parsers.base import PayloadError, ToolCall, ToolCallFormat, call_from_object, decode_json
+
+
+def decode(payload: str) -> list[ToolCall]:
+    items = decode_json(payload)
+    if not isinstance(items, list) or not items:
+        raise PayloadError("expected a non-empty list of calls")
+    return [call_from_object(item) for item in items]
+
+
+FORMAT = ToolCallFormat(name="phi4", starts=("functools",), end=None, decode=decode)
