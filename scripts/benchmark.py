@@ -74,14 +74,21 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def make_messages(index: int, model: ServedModel, prompt_tokens: int) -> tuple[list[dict], list[int]]:
-    """A distinct user message whose templated prompt is about ``prompt_tokens`` tokens."""
-    words = [WORDS[(index * 7 + i) % len(WORDS)] for i in range(prompt_tokens)]
-    while True:
+    """A distinct user message whose templated prompt is as close to ``prompt_tokens`` as words allow."""
+
+    def attempt(count: int) -> tuple[list[dict], list[int]]:
+        words = [WORDS[(index * 7 + i) % len(WORDS)] for i in range(count)]
         messages = [{"role": "user", "content": f"Request {index}: " + " ".join(words)}]
-        ids = model.encode(model.render_chat(messages, None, None), add_special_tokens=False)
-        if len(ids) <= prompt_tokens:
-            return messages, ids
-        words = words[: max(1, len(words) - (len(ids) - prompt_tokens))]
+        return messages, model.encode(model.render_chat(messages, None, None), add_special_tokens=False)
+
+    low, high = 1, prompt_tokens  # a word is at least one token: the answer lies in between
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(attempt(middle)[1]) <= prompt_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return attempt(low)
 
 
 # -- (a) the raw pipeline -------------------------------------------------------------------------
