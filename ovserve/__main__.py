@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--dynamic_split_fuse", type=_bool, default=defaults.dynamic_split_fuse)
     serve.add_argument("--enable_prefix_caching", type=_bool, default=defaults.enable_prefix_caching)
     serve.add_argument("--max_tokens_limit", type=int, default=None, help="upper bound (and default) for max_tokens")
+    serve.add_argument(
+        "--best_of_limit", type=int, default=20, help="largest best_of / n a request may ask (OVMS default 20)"
+    )
     serve.add_argument("--max_request_mb", type=float, default=64.0, help="largest accepted request body (MB)")
     serve.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
@@ -66,6 +69,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         device=args.device,
         scheduler=scheduler,
         max_tokens_limit=args.max_tokens_limit,
+        best_of_limit=args.best_of_limit,
     )
     return ServerSettings(
         host=args.host,

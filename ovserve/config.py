@@ -19,6 +19,8 @@ class ModelSettings(BaseModel):
     device: str = "CPU"
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     max_tokens_limit: int | None = Field(default=None, ge=1)
+    # OVMS's graph option: the largest best_of (beam width, or n sampled sequences) a request may ask.
+    best_of_limit: int = Field(default=20, ge=1)
 
     @model_validator(mode="after")
     def _path_is_a_model(self) -> ModelSettings:

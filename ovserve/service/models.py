@@ -60,6 +60,10 @@ class ServedModel:
     defaults: ModelDefaults
     context_length: int
     max_tokens_limit: int | None = None
+    best_of_limit: int = 20
+    # Prefix caching reuses KV blocks without telling which request they served: with it off,
+    # a request's cached prompt tokens are known to be 0; with it on they are unknown.
+    prefix_caching: bool = False
     created: int = 0
 
     @property
@@ -68,7 +72,12 @@ class ServedModel:
 
     @classmethod
     def load(
-        cls, spec: EngineSpec, *, max_tokens_limit: int | None = None, log_level: int = logging.INFO
+        cls,
+        spec: EngineSpec,
+        *,
+        max_tokens_limit: int | None = None,
+        best_of_limit: int = 20,
+        log_level: int = logging.INFO,
     ) -> ServedModel:
         """Read the model directory (blocking: call from a thread at startup)."""
         import openvino_genai as ov_genai
@@ -89,6 +98,8 @@ class ServedModel:
             defaults=ModelDefaults.load(spec.model_path),
             context_length=read_context_length(spec.model_path),
             max_tokens_limit=max_tokens_limit,
+            best_of_limit=best_of_limit,
+            prefix_caching=spec.scheduler.enable_prefix_caching,
             created=int(time.time()),
         )
 
