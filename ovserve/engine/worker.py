@@ -130,9 +130,17 @@ def build_generation_config(pipe: Any, params: dict[str, Any]) -> Any:
         # The engine matches stop strings at token granularity; the server trims exactly.
         cfg.stop_strings = set(params["stop"])
         cfg.include_stop_str_in_output = True
-    if params["stop_token_ids"]:
+    requested_stops = set(params["stop_token_ids"])
+    if requested_stops and params["ignore_eos"]:
+        # The engine's ignore_eos ignores every stop token; ignore_eos means the model's EOS only
+        # (vLLM), so the request's stop tokens replace the EOS ids and ignore_eos goes off.
+        # validate() wants eos_token_id among the stop ids: one of the request's stands in.
+        cfg.ignore_eos = False
+        cfg.eos_token_id = min(requested_stops)
+        cfg.stop_token_ids = requested_stops
+    elif requested_stops:
         # Added to the model's EOS ids, which get_config() already put there.
-        cfg.stop_token_ids = set(cfg.stop_token_ids) | set(params["stop_token_ids"])
+        cfg.stop_token_ids = set(cfg.stop_token_ids) | requested_stops
     if params["beam_search"]:
         cfg.do_sample = False
         cfg.num_beams = params["best_of"]

@@ -170,7 +170,7 @@ class ChatService:
                         }
                     ]
                 )
-            if not delta.text and delta.finish_reason is None:
+            if not delta.text and delta.finish_reason is None and not delta.logprobs:
                 continue
             choice: dict[str, Any] = {
                 "index": delta.index,
