@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -45,10 +46,17 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     return payload
 
 
+_TYPE_TAG = re.compile(r"^(str|int|float|bool|none|list|dict|tagged-union|function-[a-z-]+)(\[.*\])?$")
+
+
 def validation_error(exc: ValidationError) -> BadRequestError:
     """Pydantic's first complaint, phrased for an API user, with the offending field as param."""
     first = exc.errors(include_url=False)[0]
-    location = ".".join(str(part) for part in first["loc"])
+    parts = list(first["loc"])
+    # For a union-typed field pydantic appends the member it tried ("prompt.str"): the param
+    # a client can act on is the field itself.
+    cut = next((i for i, part in enumerate(parts) if isinstance(part, str) and _TYPE_TAG.match(part)), len(parts))
+    location = ".".join(str(part) for part in parts[:cut])
     message = first["msg"].removeprefix("Value error, ")
     if location:
         message = f"{location}: {message}"

@@ -127,7 +127,7 @@ class ChatService:
             choices.append(
                 {
                     "index": index,
-                    "message": {"role": "assistant", "content": "".join(texts.get(index, []))},
+                    "message": {"role": "assistant", "content": "".join(texts.get(index, [])), "refusal": None},
                     "logprobs": _logprobs_object(logprobs.get(index)) if job.params.logprobs else None,
                     "finish_reason": finish.get(index) or "stop",
                 }
@@ -185,8 +185,9 @@ class ChatService:
 
 def _logprobs_object(entries: list[tuple[int, str, float]] | None) -> dict[str, Any]:
     return {
+        "refusal": None,
         "content": [
             {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8")), "top_logprobs": []}
             for _, token, logprob in entries or []
-        ]
+        ],
     }
