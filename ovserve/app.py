@@ -9,11 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from ovserve import keys
-from ovserve.api.routes import add_routes
+from ovserve.api.routes import add_routes, request_dialect
 from ovserve.api.sse import dumps
 from ovserve.config import ServerSettings
 from ovserve.errors import (
-    AZURE,
     MethodNotAllowedError,
     NotFoundError,
     OvserveError,
@@ -32,11 +31,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def _error_response(error: OvserveError, dialect: str | None = None) -> web.Response:
     return web.Response(text=dumps(error.body()), status=error.status_for(dialect), content_type="application/json")
-
-
-def request_dialect(request: web.Request) -> str | None:
-    """Azure AI Foundry clients always send ``?api-version=``; its contract has its own 422s."""
-    return AZURE if "api-version" in request.query else None
 
 
 @web.middleware

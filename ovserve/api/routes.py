@@ -15,7 +15,7 @@ from ovserve import keys
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.protocol import ChatCompletionRequest, CompletionRequest, SamplingRequest
 from ovserve.api.sse import SSEWriter, dumps
-from ovserve.errors import BadRequestError, OvserveError, UnsupportedMediaTypeError
+from ovserve.errors import AZURE, BadRequestError, OvserveError, UnsupportedMediaTypeError
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,20 @@ def validation_error(exc: ValidationError) -> BadRequestError:
 RequestModel = TypeVar("RequestModel", bound=SamplingRequest)
 
 
+def request_dialect(request: web.Request) -> str | None:
+    """Azure AI Foundry clients always send ``?api-version=``; its contract has its own 422s."""
+    return AZURE if "api-version" in request.query else None
+
+
 def parse_request(
     request: web.Request, payload: dict[str, Any], endpoint: Endpoint, model: type[RequestModel]
 ) -> RequestModel:
     """Field policy (other servers' fields, Azure's extra-parameters header), then pydantic."""
     mode = parse_extra_parameters(request.headers.get("extra-parameters"))
+    models = request.app[keys.MODELS]
+    if request_dialect(request) == AZURE and "model" not in payload and len(models) == 1:
+        # Azure AI Foundry: "model ... is ignored if the endpoint serves only one model".
+        payload = {**payload, "model": next(iter(models)).name}
     cleaned, dropped = apply_field_policy(payload, endpoint, frozenset(model.model_fields), mode)
     try:
         parsed = model.model_validate(cleaned)
