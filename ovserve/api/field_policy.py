@@ -316,7 +316,7 @@ def apply_field_policy(
         if rule.treatment is Treatment.MAPPED:
             assert rule.maps_to is not None
             converted = rule.convert(value)
-            if rule.maps_to in payload and payload[rule.maps_to] != converted:
+            if payload.get(rule.maps_to) is not None and payload[rule.maps_to] != converted:
                 raise BadRequestError(
                     f"'{name}' and '{rule.maps_to}' are the same setting; send one of them",
                     param=name,
