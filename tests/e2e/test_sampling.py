@@ -7,6 +7,7 @@ settings (a fixed seed makes sampled text a fingerprint of the settings), never 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -91,21 +92,52 @@ def test_beam_search_refuses_penalties_it_cannot_apply(server: Server) -> None:
         assert "beam search" in response.json()["error"]["message"]
 
 
-def test_best_of_limit_caps_best_of_and_n(tiny_llm: Path, tmp_path: Path) -> None:
-    server = start_server(tmp_path, tiny_llm, "--best_of_limit", "2", "--max_request_mb", "0.01")
-    try:
-        assert len(texts(chat(server, best_of=2, n=2))) == 2
-        for fields, param in (({"best_of": 3}, "best_of"), ({"n": 3}, "n")):
-            response = chat(server, **fields)
-            assert response.status_code == 400
-            assert response.json()["error"]["param"] == param
-            assert "best_of_limit (2)" in response.json()["error"]["message"]
-        # The same server checks --max_request_mb: a body over 10 KB is a 413 in OpenAI's shape.
-        too_big = chat(server, messages=[{"role": "user", "content": "x" * 20_000}])
-        assert too_big.status_code == 413
-        assert too_big.json()["error"]["code"] == "payload_too_large"
-    finally:
-        server.stop()
+@pytest.fixture(scope="module")
+def configured_server(tiny_llm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server with a small best_of_limit, a 10 KB request limit and prefix caching on."""
+    running = start_server(
+        tmp_path_factory.mktemp("configured"),
+        tiny_llm,
+        "--best_of_limit",
+        "2",
+        "--max_request_mb",
+        "0.01",
+        "--enable_prefix_caching",
+        "true",
+    )
+    yield running
+    running.stop()
+
+
+def test_best_of_limit_caps_best_of_and_n(configured_server: Server) -> None:
+    assert len(texts(chat(configured_server, best_of=2, n=2))) == 2
+    for fields, param in (({"best_of": 3}, "best_of"), ({"n": 3}, "n")):
+        response = chat(configured_server, **fields)
+        assert response.status_code == 400
+        assert response.json()["error"]["param"] == param
+        assert "best_of_limit (2)" in response.json()["error"]["message"]
+
+
+def test_request_body_over_max_request_mb_is_a_413(configured_server: Server) -> None:
+    too_big = chat(configured_server, messages=[{"role": "user", "content": "x" * 20_000}])
+    assert too_big.status_code == 413
+    assert too_big.json()["error"]["code"] == "payload_too_large"
+
+
+def test_cached_tokens_are_reported_only_when_known(server: Server, configured_server: Server) -> None:
+    # Prefix caching off: no prompt token can come from a cache.
+    assert chat(server).json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+    # On: the engine does not say how many did, so the detail is left out rather than guessed.
+    for _ in range(2):
+        usage = chat(configured_server).json()["usage"]
+        assert "prompt_tokens_details" not in usage and usage["prompt_tokens"] > 0
+
+
+def test_tools_are_rendered_into_the_prompt(server: Server) -> None:
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    plain = chat(server).json()["usage"]["prompt_tokens"]
+    with_tools = chat(server, tools=[tool], tool_choice="auto").json()["usage"]["prompt_tokens"]
+    assert with_tools > plain
 
 
 def test_top_k_one_is_greedy(server: Server) -> None:
@@ -141,11 +173,25 @@ def test_max_tokens_null_means_no_model_default(server: Server) -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("repetition_penalty", 1.8), ("presence_penalty", 2.0), ("frequency_penalty", 2.0), ("min_p", 0.3)],
+    [
+        ("repetition_penalty", 1.8),
+        ("presence_penalty", 2.0),
+        ("frequency_penalty", 2.0),
+        ("min_p", 0.3),
+        ("top_p", 0.3),
+        ("temperature", 0.3),
+    ],
 )
 def test_sampling_field_changes_the_output(server: Server, field: str, value: float) -> None:
-    base = {"temperature": 1.0, "seed": 21, "ignore_eos": True, "max_tokens": 40, "top_k": -1}
-    neutral = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0}
+    base = {"seed": 21, "ignore_eos": True, "max_tokens": 40, "top_k": -1}
+    neutral = {
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "min_p": 0.0,
+    }
     plain = texts(chat(server, **base, **neutral))[0]
     changed = texts(chat(server, **base, **{**neutral, field: value}))[0]
     assert changed != plain
