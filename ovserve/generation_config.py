@@ -33,6 +33,9 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "ignore_eos": False,
 }
 
+# Temperatures below this are greedy decoding.
+GREEDY_BELOW = 1e-5
+
 # The engine's beam search refuses these penalties (generation_config.cpp: "not currently
 # supported by beam search"): sent with beam search they are refused, as model defaults dropped.
 _BEAM_NEUTRAL = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
@@ -122,6 +125,9 @@ def resolve_max_new_tokens(
     ``no_default`` (``max_tokens: null`` sent explicitly) skips the model's ``max_new_tokens``:
     only the operator's ``max_tokens_limit`` and the context bound the output.
     """
+    if prompt_tokens == 0:
+        # The engine cannot start from nothing ("Prompt length cannot be 0").
+        raise BadRequestError(f"the {prompt_param} encodes to no tokens", param=prompt_param)
     if prompt_tokens >= context_length:
         raise ContextLengthExceededError(
             f"the prompt has {prompt_tokens} tokens but the model's context length is {context_length}; "
@@ -166,10 +172,12 @@ def resolve_generation_params(
     if best_of > best_of_limit:
         name = "best_of" if request.best_of is not None else "n"
         raise BadRequestError(f"{name} ({best_of}) exceeds this model's best_of_limit ({best_of_limit})", param=name)
-    sent = request.temperature
-    temperature = float(
-        sent if sent is not None else defaults.values.get("temperature", BUILTIN_DEFAULTS["temperature"])
-    )
+    model_temperature = defaults.values.get("temperature", BUILTIN_DEFAULTS["temperature"])
+    temperature = float(request.temperature if request.temperature is not None else model_temperature)
+    if temperature < GREEDY_BELOW:
+        # Such temperatures sample greedily anyway; as float32 they can reach the engine as 0,
+        # which it refuses for sampling.
+        temperature = 0.0
     # OVMS: best_of > 1 is the beam width; n > 1 at temperature 0 can only come from beams too.
     beam_search = (request.best_of is not None and request.best_of > 1) or (request.n > 1 and temperature == 0)
     if beam_search:

@@ -25,6 +25,9 @@ MAX_SEED = 2**32 - 1
 MAX_N = 128
 # Token ids travel as int32 in MindIE's stop_token_ids.
 MAX_TOKEN_ID = 2**31 - 1
+MAX_TOP_K = 2**31 - 1
+# The smallest top_p / repetition_penalty: strictly positive, and still positive as float32.
+MIN_POSITIVE = 1e-6
 
 # Limits for which an explicit null means "no limit" (Databricks: "null, which means no limit";
 # Azure: max_tokens null "causes the model to use its max context length"). Omitting them means
@@ -114,12 +117,14 @@ class SamplingRequest(_Lenient):
 
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    # OVMS: (0, 1]. The engine takes float32, where smaller values become 0 and are refused:
+    # MindIE's lower bound, 1e-6, keeps the meaning ("the top token only").
+    top_p: float | None = Field(default=None, ge=MIN_POSITIVE, le=1.0)
     # -1 (OVMS, vLLM), 0 (llama.cpp, MindIE) and an explicit null (Databricks) all mean "no
-    # top-k filter"; omitting it means the model's default (OVMS: 40).
-    top_k: int | None = Field(default=None, ge=-1)
+    # top-k filter"; omitting it means the model's default (OVMS: 40). MindIE's upper bound.
+    top_k: int | None = Field(default=None, ge=-1, le=MAX_TOP_K)
     min_p: float | None = Field(default=None, ge=0.0, lt=1.0)
-    repetition_penalty: float | None = Field(default=None, gt=0.0)
+    repetition_penalty: float | None = Field(default=None, ge=MIN_POSITIVE)
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     seed: int | None = Field(default=None, ge=0, le=MAX_SEED)

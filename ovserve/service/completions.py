@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ovserve.api.protocol import CompletionRequest
-from ovserve.errors import ServiceUnavailableError, UnsupportedParameterError
+from ovserve.errors import BadRequestError, ServiceUnavailableError, UnsupportedParameterError
 from ovserve.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
 from ovserve.service.generation import ChoiceDelta, TokenCount, follow_choices, merge, usage
 from ovserve.service.models import ModelRegistry, ServedModel
@@ -64,6 +64,9 @@ class CompletionService:
         prompt_ids = await loop.run_in_executor(
             None, lambda: [model.encode(prompt, add_special_tokens=True) for prompt in prompts]
         )
+        for position, ids in enumerate(prompt_ids):
+            if not ids:  # the engine cannot start from nothing
+                raise BadRequestError(f"prompt {position} encodes to no tokens", param="prompt")
         # One sampling configuration serves every prompt: the longest one bounds the output.
         max_new_tokens = resolve_max_new_tokens(
             request.output_limit,

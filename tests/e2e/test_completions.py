@@ -111,11 +111,23 @@ def test_logprobs_zero_returns_the_chosen_tokens(server: Server) -> None:
         ({"suffix": " return"}, "suffix"),
         ({"echo": True, "logprobs": 0}, "echo"),
         ({"prompt": []}, "prompt"),
+        ({"prompt": ""}, "prompt"),
+        ({"prompt": ["a", ""]}, "prompt"),
         ({"prompt": [1, 2, 3]}, "prompt"),
         ({"prompt": "word " * 3000}, "prompt"),
         ({"messages": [{"role": "user", "content": "hi"}], "prompt": None}, "prompt"),
     ],
-    ids=["logprobs above zero", "suffix", "echo with logprobs", "empty list", "token ids", "too long", "no prompt"],
+    ids=[
+        "logprobs above zero",
+        "suffix",
+        "echo with logprobs",
+        "empty list",
+        "empty prompt",
+        "one empty prompt",
+        "token ids",
+        "too long",
+        "no prompt",
+    ],
 )
 def test_completion_bad_input_is_a_400(server: Server, fields: dict, param: str) -> None:
     response = complete(server, **fields)
