@@ -313,7 +313,8 @@ class EngineLoop:
         handle = active.handle
         status = handle.get_status().name
         while handle.can_read():
-            for seq_index, output in handle.read().items():
+            # Sorted: choice numbers follow the engine's sequence order, not dict order.
+            for seq_index, output in sorted(handle.read().items()):
                 self._emit(request_id, active, seq_index, output, events)
         if status == "RUNNING":
             return

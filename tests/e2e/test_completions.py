@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -133,3 +134,23 @@ def test_completion_bad_input_is_a_400(server: Server, fields: dict, param: str)
     response = complete(server, **fields)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == param
+
+
+def test_a_dropped_multi_prompt_stream_frees_every_engine_request(server: Server) -> None:
+    body = {
+        "model": "tiny-llm",
+        "prompt": ["one", "two", "three"],
+        "max_tokens": 1500,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream": True,
+    }
+    with httpx.stream("POST", f"{server.url}/v3/completions", json=body, timeout=60) as response:
+        lines = response.iter_lines()
+        assert sum(1 for _, line in zip(range(12), lines, strict=False) if line.startswith("data: ")) > 3
+        assert server.metric("ovserve_engine_requests") == 3
+    deadline = time.monotonic() + 15
+    while server.metric("ovserve_engine_requests") != 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.metric("ovserve_engine_requests") == 0
+    assert server.metric("ovserve_inflight_requests") == 0
