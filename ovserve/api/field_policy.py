@@ -93,15 +93,8 @@ def _text_modalities(value: Any, payload: Payload) -> bool:
 
 def _penalties_off(payload: Payload) -> bool:
     repetition = payload.get("repetition_penalty", payload.get("repeat_penalty"))
-    return (
-        repetition == 1
-        and payload.get("presence_penalty") in (None, 0)
-        and payload.get("frequency_penalty")
-        in (
-            None,
-            0,
-        )
-    )
+    others = (payload.get("presence_penalty"), payload.get("frequency_penalty"))
+    return _same(repetition, 1) and all(value is None or _same(value, 0) for value in others)
 
 
 def _whole_context_window(value: Any, payload: Payload) -> bool:
