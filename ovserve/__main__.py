@@ -56,7 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--plugin_config", default="{}", help="JSON object passed to the pipeline, e.g. '{\"prompt_lookup\": true}'"
     )
-    serve.add_argument("--best_of_limit", type=int, default=20, help="largest best_of (beam width) accepted")
     serve.add_argument(
         "--port", "--rest_port", dest="port", type=int, default=8000, help="REST port (OVMS: --rest_port)"
     )
@@ -69,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--dynamic_split_fuse", type=_bool, default=defaults.dynamic_split_fuse)
     serve.add_argument("--enable_prefix_caching", type=_bool, default=defaults.enable_prefix_caching)
     serve.add_argument("--max_tokens_limit", type=int, default=None, help="upper bound (and default) for max_tokens")
+    serve.add_argument(
+        "--best_of_limit", type=int, default=20, help="largest best_of / n a request may ask (OVMS default 20)"
+    )
     serve.add_argument("--max_request_mb", type=float, default=64.0, help="largest accepted request body (MB)")
     serve.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from ovserve import keys
-from ovserve.api.routes import add_routes
+from ovserve.api.routes import add_routes, request_dialect
 from ovserve.api.sse import dumps
 from ovserve.config import ServerSettings
 from ovserve.errors import (
@@ -21,6 +21,7 @@ from ovserve.errors import (
 )
 from ovserve.loop_lag import LoopLagMonitor
 from ovserve.service.chat import ChatService
+from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry, ServedModel
 
 log = logging.getLogger(__name__)
@@ -28,8 +29,8 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _error_response(error: OvserveError) -> web.Response:
-    return web.Response(text=dumps(error.body()), status=error.status, content_type="application/json")
+def _error_response(error: OvserveError, dialect: str | None = None) -> web.Response:
+    return web.Response(text=dumps(error.body()), status=error.status_for(dialect), content_type="application/json")
 
 
 @web.middleware
@@ -38,7 +39,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except OvserveError as exc:
-        return _error_response(exc)
+        return _error_response(exc, request_dialect(request))
     except web.HTTPNotFound:
         return _error_response(NotFoundError(f"no route for {request.method} {request.path}"))
     except web.HTTPMethodNotAllowed as exc:
@@ -66,6 +67,7 @@ def create_app(settings: ServerSettings, models: ModelRegistry) -> web.Applicati
     app[keys.SETTINGS] = settings
     app[keys.MODELS] = models
     app[keys.CHAT] = ChatService(models)
+    app[keys.COMPLETIONS] = CompletionService(models)
     app[keys.LOOP_LAG] = LoopLagMonitor()
     add_routes(app)
     app.cleanup_ctx.append(_engines)

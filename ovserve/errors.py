@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+# Request dialects whose documented contract changes an error's status (see status_for).
+AZURE = "azure"
+
 
 class OvserveError(Exception):
     """Base of every error that reaches a client."""
@@ -16,6 +19,8 @@ class OvserveError(Exception):
     status: ClassVar[int] = 500
     error_type: ClassVar[str] = "server_error"
     default_code: ClassVar[str | None] = None
+    # Statuses that a client dialect documents for this kind of error instead of `status`.
+    dialect_status: ClassVar[dict[str, int]] = {}
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
@@ -25,6 +30,9 @@ class OvserveError(Exception):
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.error_type, self.param, self.code)
+
+    def status_for(self, dialect: str | None) -> int:
+        return self.dialect_status.get(dialect, self.status) if dialect else self.status
 
 
 class BadRequestError(OvserveError):
@@ -36,6 +44,18 @@ class BadRequestError(OvserveError):
 
 class ContextLengthExceededError(BadRequestError):
     default_code = "context_length_exceeded"
+
+
+class UnsupportedParameterError(BadRequestError):
+    """A valid request asks for something this model or engine cannot do.
+
+    OpenAI and OVMS answer 400. Azure AI Foundry documents 422 ("the payload is valid according
+    to this specification, however some of the instructions are not supported by the underlying
+    model"), so requests in its dialect (``?api-version=``) get 422.
+    """
+
+    default_code = "unsupported_parameter"
+    dialect_status: ClassVar[dict[str, int]] = {AZURE: 422}
 
 
 class NotFoundError(OvserveError):

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ovserve.api.protocol import ChatCompletionRequest
+from ovserve.api.protocol import SamplingRequest
 from ovserve.engine.spec import PipelineKind
-from ovserve.errors import BadRequestError, ContextLengthExceededError
+from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,13 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "length_penalty": 1.0,
     "ignore_eos": False,
 }
+
+# Temperatures below this are greedy decoding.
+GREEDY_BELOW = 1e-5
+
+# The engine's beam search refuses these penalties (generation_config.cpp: "not currently
+# supported by beam search"): sent with beam search they are refused, as model defaults dropped.
+_BEAM_NEUTRAL = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 # generation_config.json keys ovserve honours, by the name used in GenerationParams.
 _MODEL_DEFAULT_KEYS = (
@@ -101,6 +108,10 @@ class GenerationParams:
     ignore_eos: bool
     seed: int | None
     stop: tuple[str, ...]
+    # Extra stop tokens from the request (the model's EOS ids are the engine's own).
+    stop_token_ids: tuple[int, ...]
+    # Whether a matched stop string or stop token stays in the text (OVMS: unary false, stream true).
+    include_stop: bool
     n: int
     best_of: int
     logprobs: bool
@@ -122,17 +133,24 @@ def resolve_max_new_tokens(
     prompt_tokens: int,
     context_length: int,
     max_tokens_limit: int | None,
+    no_default: bool = False,
+    prompt_param: str = "messages",
 ) -> int:
     """How many tokens this request may generate.
 
     The engine has no context-length check of its own (a 4096-context model happily generates
     5000 tokens), so the server refuses what cannot fit and caps what was not asked for.
+    ``no_default`` (``max_tokens: null`` sent explicitly) skips the model's ``max_new_tokens``:
+    only the operator's ``max_tokens_limit`` and the context bound the output.
     """
+    if prompt_tokens == 0:
+        # The engine cannot start from nothing ("Prompt length cannot be 0").
+        raise BadRequestError(f"the {prompt_param} encodes to no tokens", param=prompt_param)
     if prompt_tokens >= context_length:
         raise ContextLengthExceededError(
             f"the prompt has {prompt_tokens} tokens but the model's context length is {context_length}; "
-            "shorten the messages",
-            param="messages",
+            f"shorten the {prompt_param}",
+            param=prompt_param,
         )
     room = context_length - prompt_tokens
     if requested is not None:
@@ -150,14 +168,15 @@ def resolve_max_new_tokens(
         return requested
     # Not sent: OVMS uses max_tokens_limit as the default, then the model's max_new_tokens;
     # otherwise generation runs until EOS, which the context length bounds.
-    for ceiling in (max_tokens_limit, defaults.values.get("max_new_tokens")):
+    model_default = None if no_default else defaults.values.get("max_new_tokens")
+    for ceiling in (max_tokens_limit, model_default):
         if ceiling is not None:
             return min(int(ceiling), room)
     return room
 
 
 def _drafting_params(
-    request: ChatCompletionRequest, defaults: ModelDefaults, kind: PipelineKind
+    request: SamplingRequest, defaults: ModelDefaults, kind: PipelineKind
 ) -> tuple[int | None, float | None, int | None]:
     """num_assistant_tokens / assistant_confidence_threshold / max_ngram_size for ``kind``.
 
@@ -191,29 +210,63 @@ def _drafting_params(
 
 
 def resolve_generation_params(
-    request: ChatCompletionRequest,
+    request: SamplingRequest,
     defaults: ModelDefaults,
     *,
     max_new_tokens: int,
+    best_of_limit: int = 20,
     kind: PipelineKind = PipelineKind.CONTINUOUS_BATCHING,
 ) -> GenerationParams:
     """Resolve each sampling value as request, then generation_config.json, then built-in.
 
     ``max_new_tokens`` comes from :func:`resolve_max_new_tokens`, which needs the prompt length.
     """
+    best_of = request.best_of if request.best_of is not None else request.n
+    if best_of > best_of_limit:
+        name = "best_of" if request.best_of is not None else "n"
+        raise BadRequestError(f"{name} ({best_of}) exceeds this model's best_of_limit ({best_of_limit})", param=name)
+    if kind is PipelineKind.STATEFUL and best_of > 1:
+        # LLMPipeline streams one sequence at a time: one choice per request.
+        name = "n" if request.n > 1 else "best_of"
+        raise BadRequestError(
+            f"this model is served by a stateful (LM) pipeline, which returns one choice: {name} must be 1", param=name
+        )
+    model_temperature = defaults.values.get("temperature", BUILTIN_DEFAULTS["temperature"])
+    temperature = float(request.temperature if request.temperature is not None else model_temperature)
+    if temperature < GREEDY_BELOW:
+        # Such temperatures sample greedily anyway; as float32 they can reach the engine as 0,
+        # which it refuses for sampling.
+        temperature = 0.0
+    if kind is PipelineKind.STATEFUL and best_of > 1:
+        # LLMPipeline streams one sequence at a time: one choice per request.
+        name = "n" if request.n > 1 else "best_of"
+        raise BadRequestError(
+            f"this model is served by a stateful (LM) pipeline, which returns one choice: {name} must be 1", param=name
+        )
+    # OVMS: best_of > 1 is the beam width; n > 1 at temperature 0 can only come from beams too.
+    beam_search = (request.best_of is not None and request.best_of > 1) or (request.n > 1 and temperature == 0)
+    if beam_search:
+        for name, neutral in _BEAM_NEUTRAL.items():
+            sent = getattr(request, name)
+            if sent is not None and sent != neutral:
+                raise UnsupportedParameterError(
+                    f"{name} cannot be used with beam search (best_of > 1, or n > 1 at temperature 0)",
+                    param=name,
+                )
 
     def pick(name: str, sent: Any) -> Any:
         if sent is not None:
             return sent
+        if beam_search and name in _BEAM_NEUTRAL:
+            return _BEAM_NEUTRAL[name]
         if name in defaults.values:
             return defaults.values[name]
         return BUILTIN_DEFAULTS[name]
 
     num_assistant_tokens, assistant_confidence_threshold, max_ngram_size = _drafting_params(request, defaults, kind)
-    top_k = pick("top_k", request.top_k)
-    temperature = float(pick("temperature", request.temperature))
-    best_of = request.best_of if request.best_of is not None else request.n
-    beam_search = (request.best_of is not None and request.best_of > 1) or (request.n > 1 and temperature == 0)
+    # An explicit null (Databricks), 0 (llama.cpp) and -1 (OVMS) all mean no top-k filter.
+    top_k = 0 if request.top_k_removed else pick("top_k", request.top_k)
+    include_stop = request.include_stop_str_in_output
     return GenerationParams(
         max_new_tokens=max_new_tokens,
         temperature=temperature,
@@ -227,9 +280,11 @@ def resolve_generation_params(
         ignore_eos=bool(pick("ignore_eos", request.ignore_eos)),
         seed=request.seed,
         stop=tuple(request.stop_sequences),
+        stop_token_ids=tuple(request.stop_token_ids or ()),
+        include_stop=include_stop if include_stop is not None else request.stream,
         n=request.n,
         best_of=best_of,
-        logprobs=request.logprobs,
+        logprobs=request.wants_logprobs,
         skip_special_tokens=request.skip_special_tokens,
         num_assistant_tokens=num_assistant_tokens,
         assistant_confidence_threshold=assistant_confidence_threshold,

@@ -1,8 +1,14 @@
-"""Pydantic models of the chat-completions request (OpenAI + OVMS extensions).
+"""Pydantic models of the request bodies: chat completions and legacy text completions.
 
-No engine imports here: this module only says what a valid request looks like. Unknown fields are
-accepted (clients of other servers send their own extras) and reported by
-:meth:`ChatCompletionRequest.unknown_fields` so the route can log what it ignored.
+No engine imports here: this module only says what a valid request looks like. Fields other
+servers define (llama.cpp, vLLM, MindIE, Databricks...) and OpenAI fields ovserve cannot honour are
+not modelled here: ``ovserve.api.field_policy`` maps, drops or refuses them before validation, from
+one table. Unknown fields that survive that step are kept (``extra="allow"``) and reported by
+:meth:`SamplingRequest.unknown_fields` so the route can log (or, on request, refuse) them.
+
+``null`` means "not sent" for every field, as OpenAI's spec has it, except the limits
+``max_tokens`` / ``max_completion_tokens`` / ``top_k``: there an explicit ``null`` means "no limit",
+as Databricks and Azure AI Foundry document (see :data:`NULL_MEANS_NO_LIMIT`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 MAX_STOP_SEQUENCES = 4
 # OVMS documents the seed range as [0, 4294967295].
 MAX_SEED = 2**32 - 1
+# OpenAI's bound for n.
+MAX_N = 128
+# Token ids travel as int32 in MindIE's stop_token_ids.
+MAX_TOKEN_ID = 2**31 - 1
+MAX_TOP_K = 2**31 - 1
+# The smallest top_p / repetition_penalty: strictly positive, and still positive as float32.
+MIN_POSITIVE = 1e-6
+
+# Limits for which an explicit null means "no limit" (Databricks: "null, which means no limit";
+# Azure: max_tokens null "causes the model to use its max context length"). Omitting them means
+# the model's default instead.
+NULL_MEANS_NO_LIMIT = frozenset({"max_tokens", "max_completion_tokens", "top_k"})
 
 
 class _Lenient(BaseModel):
@@ -83,45 +101,52 @@ class StreamOptions(_Lenient):
     include_usage: bool = False
 
 
-class ChatCompletionRequest(_Lenient):
-    """The body of ``POST /v3/chat/completions``.
+TokenId = Annotated[int, Field(ge=0, le=MAX_TOKEN_ID)]
+
+
+class SamplingRequest(_Lenient):
+    """What chat and text completions share: the model, streaming and the sampling surface.
 
     Sampling fields default to ``None``, meaning "not sent": the model's generation_config.json
     and then ovserve's built-in defaults fill them (see ``ovserve.generation_config``).
     """
 
     model: str
-    messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
 
     max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    # -1 (OVMS, vLLM) and 0 (llama.cpp) both mean "no top-k filter"; null means "not sent".
-    top_k: int | None = Field(default=None, ge=-1)
+    # OVMS: (0, 1]. The engine takes float32, where smaller values become 0 and are refused:
+    # MindIE's lower bound, 1e-6, keeps the meaning ("the top token only").
+    top_p: float | None = Field(default=None, ge=MIN_POSITIVE, le=1.0)
+    # -1 (OVMS, vLLM), 0 (llama.cpp, MindIE) and an explicit null (Databricks) all mean "no
+    # top-k filter"; omitting it means the model's default (OVMS: 40). MindIE's upper bound.
+    top_k: int | None = Field(default=None, ge=-1, le=MAX_TOP_K)
     min_p: float | None = Field(default=None, ge=0.0, lt=1.0)
-    repetition_penalty: float | None = Field(default=None, gt=0.0)
+    repetition_penalty: float | None = Field(default=None, ge=MIN_POSITIVE)
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
     stop: str | list[str] | None = None
+    stop_token_ids: list[TokenId] | None = None
     ignore_eos: bool | None = None
     include_stop_str_in_output: bool | None = None
     skip_special_tokens: bool = True
-    n: int = Field(default=1, ge=1)
+    n: int = Field(default=1, ge=1, le=MAX_N)
     best_of: int | None = Field(default=None, ge=1)
     length_penalty: float | None = None
-    logprobs: bool = False
     # Speculative decoding (draft model) and prompt lookup; only valid on those pipelines.
     num_assistant_tokens: int | None = Field(default=None, ge=1)
     assistant_confidence_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
     max_ngram_size: int | None = Field(default=None, ge=1)
 
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_not_sent(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None or key in NULL_MEANS_NO_LIMIT}
+        return data
 
     @field_validator("stop")
     @classmethod
@@ -136,7 +161,7 @@ class ChatCompletionRequest(_Lenient):
         return stops
 
     @model_validator(mode="after")
-    def _cross_field_rules(self) -> ChatCompletionRequest:
+    def _cross_field_rules(self) -> SamplingRequest:
         if self.stream_options is not None and not self.stream:
             raise ValueError("'stream_options' is only allowed when 'stream' is true")
         if self.stream and self.include_stop_str_in_output is False:
@@ -149,12 +174,77 @@ class ChatCompletionRequest(_Lenient):
 
     @property
     def output_limit(self) -> int | None:
-        """``max_completion_tokens`` is OpenAI's newer name; it wins over ``max_tokens``."""
-        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+        return self.max_tokens
+
+    @property
+    def output_limit_removed(self) -> bool:
+        """``max_tokens: null`` sent explicitly: generate up to the context, not the model's default."""
+        return "max_tokens" in self.model_fields_set and self.max_tokens is None
+
+    @property
+    def top_k_removed(self) -> bool:
+        return "top_k" in self.model_fields_set and self.top_k is None
 
     @property
     def stop_sequences(self) -> list[str]:
         return list(self.stop) if isinstance(self.stop, list) else []
 
+    @property
+    def wants_logprobs(self) -> bool:
+        return False
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
     def unknown_fields(self) -> list[str]:
         return sorted(self.model_extra or {})
+
+
+class ChatCompletionRequest(SamplingRequest):
+    """The body of ``POST /v3/chat/completions``."""
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    # Only the chosen token's logprob exists (the engine gives no alternatives); top_logprobs > 0
+    # is refused by the field policy.
+    logprobs: bool = False
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    @property
+    def output_limit(self) -> int | None:
+        """``max_completion_tokens`` is OpenAI's newer name; it wins over ``max_tokens``."""
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    @property
+    def output_limit_removed(self) -> bool:
+        if self.max_completion_tokens is not None:
+            return False
+        if "max_completion_tokens" in self.model_fields_set:
+            return True
+        return super().output_limit_removed
+
+    @property
+    def wants_logprobs(self) -> bool:
+        return self.logprobs
+
+
+class CompletionRequest(SamplingRequest):
+    """The body of ``POST /v3/completions`` (legacy text completions, no chat template)."""
+
+    # A list gives one choice (or n) per prompt, in order. Token-id prompts are not accepted.
+    prompt: str | Annotated[list[str], Field(min_length=1)]
+    echo: bool = False
+    # OpenAI: the number of most likely alternatives per token, plus the chosen one. The engine
+    # gives only the chosen token, so only 0 is accepted (the field policy refuses more).
+    logprobs: int | None = Field(default=None, ge=0, le=5)
+
+    @property
+    def prompts(self) -> list[str]:
+        return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
+
+    @property
+    def wants_logprobs(self) -> bool:
+        return self.logprobs is not None

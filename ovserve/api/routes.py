@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+import re
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from ovserve import keys
-from ovserve.api.protocol import ChatCompletionRequest
+from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
+from ovserve.api.protocol import ChatCompletionRequest, CompletionRequest, SamplingRequest
 from ovserve.api.sse import SSEWriter, dumps
-from ovserve.errors import BadRequestError, OvserveError, UnsupportedMediaTypeError
-from ovserve.service.chat import ChatJob, ChatService
+from ovserve.errors import AZURE, BadRequestError, OvserveError, UnsupportedMediaTypeError
 
 log = logging.getLogger(__name__)
 
@@ -44,40 +46,80 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     return payload
 
 
+_TYPE_TAG = re.compile(r"^(str|int|float|bool|none|list|dict|tagged-union|function-[a-z-]+)(\[.*\])?$")
+
+
 def validation_error(exc: ValidationError) -> BadRequestError:
     """Pydantic's first complaint, phrased for an API user, with the offending field as param."""
     first = exc.errors(include_url=False)[0]
-    location = ".".join(str(part) for part in first["loc"])
+    parts = list(first["loc"])
+    # For a union-typed field pydantic appends the member it tried ("prompt.str"): the param
+    # a client can act on is the field itself.
+    cut = next((i for i, part in enumerate(parts) if isinstance(part, str) and _TYPE_TAG.match(part)), len(parts))
+    location = ".".join(str(part) for part in parts[:cut])
     message = first["msg"].removeprefix("Value error, ")
     if location:
         message = f"{location}: {message}"
     return BadRequestError(message, param=location or None)
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    payload = await read_json_object(request)
+RequestModel = TypeVar("RequestModel", bound=SamplingRequest)
+
+
+def request_dialect(request: web.Request) -> str | None:
+    """Azure AI Foundry clients always send ``?api-version=``; its contract has its own 422s."""
+    return AZURE if "api-version" in request.query else None
+
+
+def parse_request(
+    request: web.Request, payload: dict[str, Any], endpoint: Endpoint, model: type[RequestModel]
+) -> RequestModel:
+    """Field policy (other servers' fields, Azure's extra-parameters header), then pydantic."""
+    mode = parse_extra_parameters(request.headers.get("extra-parameters"))
+    models = request.app[keys.MODELS]
+    if request_dialect(request) == AZURE and "model" not in payload and len(models) == 1:
+        # Azure AI Foundry: "model ... is ignored if the endpoint serves only one model".
+        payload = {**payload, "model": next(iter(models)).name}
+    cleaned, dropped = apply_field_policy(payload, endpoint, frozenset(model.model_fields), mode)
     try:
-        chat_request = ChatCompletionRequest.model_validate(payload)
+        parsed = model.model_validate(cleaned)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    if ignored := chat_request.unknown_fields():
-        log.info("chat request to %r: ignoring unsupported fields %s", chat_request.model, ignored)
+    ignored = sorted({*dropped, *parsed.unknown_fields()})
+    if ignored:
+        log.info("%s request to %r: ignoring fields %s", endpoint.value, parsed.model, ignored)
+    return parsed
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    payload = await read_json_object(request)
+    chat_request = parse_request(request, payload, Endpoint.CHAT, ChatCompletionRequest)
     service = request.app[keys.CHAT]
     job = await service.prepare(chat_request)
     if not chat_request.stream:
         return _json_response(await service.complete(job))
-    return await _stream(request, service, job)
+    return await _stream(request, service.stream(job), job.id)
 
 
-async def _stream(request: web.Request, service: ChatService, job: ChatJob) -> web.StreamResponse:
+async def completions(request: web.Request) -> web.StreamResponse:
+    payload = await read_json_object(request)
+    completion_request = parse_request(request, payload, Endpoint.COMPLETIONS, CompletionRequest)
+    service = request.app[keys.COMPLETIONS]
+    job = await service.prepare(completion_request)
+    if not completion_request.stream:
+        return _json_response(await service.complete(job))
+    return await _stream(request, service.stream(job), job.id)
+
+
+async def _stream(request: web.Request, chunks: AsyncIterator[dict[str, Any]], job_id: str) -> web.StreamResponse:
     writer = SSEWriter(request)
     await writer.open()
     try:
-        async for chunk in service.stream(job):
+        async for chunk in chunks:
             await writer.send(chunk)
     except OvserveError as exc:
         # Headers are gone: the failure travels as an error event, then the stream ends normally.
-        log.warning("stream %s failed: %s", job.id, exc.message)
+        log.warning("stream %s failed: %s", job_id, exc.message)
         await writer.send(exc.body())
     await writer.done()
     return writer.response
@@ -174,6 +216,7 @@ async def metrics(request: web.Request) -> web.Response:
 def add_routes(app: web.Application) -> None:
     for prefix in ("/v3", "/v1", ""):
         app.router.add_post(f"{prefix}/chat/completions", chat_completions)
+        app.router.add_post(f"{prefix}/completions", completions)
     for prefix in ("/v3", "/v1"):
         app.router.add_get(f"{prefix}/models", list_models)
         app.router.add_get(f"{prefix}/models/{{name}}", get_model)

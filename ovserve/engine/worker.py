@@ -80,14 +80,34 @@ class IncrementalDetokenizer:
 
 
 @dataclass
+class _Beam:
+    """One beam's tokens, kept until the request ends: only then are the best n known."""
+
+    ids: list[int] = field(default_factory=list)
+    log_probs: list[float] = field(default_factory=list)
+    score: float = float("-inf")
+    finish: str | None = None
+
+
+@dataclass
 class _Active:
     handle: Any
     params: dict[str, Any]
+    # Keyed by choice index. The engine keys outputs by its own sequence ids (beam search uses
+    # ids such as 3, 4, 5), so they are renumbered 0..n-1 in order of appearance.
     decoders: dict[int, IncrementalDetokenizer] = field(default_factory=dict)
     finished_seqs: set[int] = field(default_factory=set)
+    choice_of: dict[int, int] = field(default_factory=dict)
+    beams: dict[int, _Beam] = field(default_factory=dict)
+
+    def choice(self, seq_id: int) -> int:
+        return self.choice_of.setdefault(seq_id, len(self.choice_of))
 
 
 _STEPS_TO_FREE = 2
+
+# GenerationConfig's own "consider every token" value (SIZE_MAX).
+_NO_TOP_K = 2**64 - 1
 
 _FINISH_REASONS = {"STOP": "stop", "LENGTH": "length", "TOOL_CALL": "stop"}
 
@@ -111,6 +131,17 @@ def build_generation_config(pipe: Any, params: dict[str, Any]) -> Any:
         # The engine matches stop strings at token granularity; the server trims exactly.
         cfg.stop_strings = set(params["stop"])
         cfg.include_stop_str_in_output = True
+    requested_stops = set(params["stop_token_ids"])
+    if requested_stops and params["ignore_eos"]:
+        # The engine's ignore_eos ignores every stop token; ignore_eos means the model's EOS only
+        # (vLLM), so the request's stop tokens replace the EOS ids and ignore_eos goes off.
+        # validate() wants eos_token_id among the stop ids: one of the request's stands in.
+        cfg.ignore_eos = False
+        cfg.eos_token_id = min(requested_stops)
+        cfg.stop_token_ids = requested_stops
+    elif requested_stops:
+        # Added to the model's EOS ids, which get_config() already put there.
+        cfg.stop_token_ids = set(cfg.stop_token_ids) | requested_stops
     if params["beam_search"]:
         cfg.do_sample = False
         cfg.num_beams = params["best_of"]
@@ -124,8 +155,8 @@ def build_generation_config(pipe: Any, params: dict[str, Any]) -> Any:
         cfg.do_sample = True
         cfg.temperature = params["temperature"]
         cfg.top_p = params["top_p"]
-        if params["top_k"] > 0:
-            cfg.top_k = params["top_k"]
+        # get_config() carries generation_config.json's top_k: "no filter" must be set explicitly.
+        cfg.top_k = params["top_k"] if params["top_k"] > 0 else _NO_TOP_K
         cfg.min_p = params["min_p"]
         cfg.num_return_sequences = params["n"]
         # OVMS: an omitted seed means a random one; the engine's default would repeat itself.
@@ -305,7 +336,8 @@ class EngineLoop:
         handle = active.handle
         status = handle.get_status().name
         while handle.can_read():
-            for seq_index, output in handle.read().items():
+            # Sorted: choice numbers follow the engine's sequence order, not dict order.
+            for seq_index, output in sorted(handle.read().items()):
                 self._emit(request_id, active, seq_index, output, events)
         if status == "RUNNING":
             return
@@ -321,32 +353,65 @@ class EngineLoop:
                 )
             )
             return
+        if active.params["beam_search"]:
+            self._emit_best_beams(request_id, active, events)
         # Close every sequence that the final read did not finish explicitly.
         for seq_index, decoder in active.decoders.items():
             if seq_index not in active.finished_seqs:
                 events.append((msg.OUTPUT, request_id, seq_index, decoder.flush(), 0, None, "stop"))
         events.append((msg.END, request_id, None, None))
 
-    def _emit(self, request_id: int, active: _Active, seq_index: int, output: Any, events: list[tuple]) -> None:
-        decoder = active.decoders.get(seq_index)
-        if decoder is None:
-            decoder = active.decoders[seq_index] = IncrementalDetokenizer(
-                self._tokenizer, active.params["skip_special_tokens"]
-            )
+    def _emit(self, request_id: int, active: _Active, seq_id: int, output: Any, events: list[tuple]) -> None:
         new_ids = list(output.generated_ids)
-        text = decoder.push(new_ids) if new_ids else ""
+        log_probs = [float(lp) for lp in output.generated_log_probs] if active.params["logprobs"] else []
         finish = _FINISH_REASONS.get(output.finish_reason.name)
+        if active.params["beam_search"]:
+            beam = active.beams.setdefault(seq_id, _Beam())
+            beam.ids.extend(new_ids)
+            beam.log_probs.extend(log_probs)
+            beam.score = float(output.score)
+            beam.finish = finish or beam.finish
+            return
+        self._emit_tokens(request_id, active, active.choice(seq_id), new_ids, log_probs, finish, events)
+
+    def _emit_best_beams(self, request_id: int, active: _Active, events: list[tuple]) -> None:
+        # The engine returns every beam at the end (num_beams of them, not num_return_sequences).
+        ranked = sorted(active.beams.values(), key=lambda beam: beam.score, reverse=True)
+        for index, beam in enumerate(ranked[: active.params["n"]]):
+            self._emit_tokens(request_id, active, index, beam.ids, beam.log_probs, beam.finish or "stop", events)
+
+    def _emit_tokens(
+        self,
+        request_id: int,
+        active: _Active,
+        index: int,
+        new_ids: list[int],
+        log_probs: list[float],
+        finish: str | None,
+        events: list[tuple],
+    ) -> None:
+        params = active.params
+        token_count = len(new_ids)
+        if finish == "stop" and new_ids and new_ids[-1] in params["stop_token_ids"] and not params["include_stop"]:
+            # A request's stop token ends the text without appearing in it (vLLM, MindIE), unless
+            # include_stop_str_in_output asks for it; it still counts as a generated token.
+            new_ids = new_ids[:-1]
+            log_probs = log_probs[: len(new_ids)]
+        decoder = active.decoders.get(index)
+        if decoder is None:
+            decoder = active.decoders[index] = IncrementalDetokenizer(self._tokenizer, params["skip_special_tokens"])
+        text = decoder.push(new_ids) if new_ids else ""
         if finish is not None:
             text += decoder.flush()
-            active.finished_seqs.add(seq_index)
+            active.finished_seqs.add(index)
         logprobs = None
-        if active.params["logprobs"]:
+        if params["logprobs"]:
             logprobs = [
-                (token_id, self._tokenizer.decode([token_id], skip_special_tokens=False), float(lp))
-                for token_id, lp in zip(new_ids, output.generated_log_probs, strict=False)
+                (token_id, self._tokenizer.decode([token_id], skip_special_tokens=False), lp)
+                for token_id, lp in zip(new_ids, log_probs, strict=False)
             ]
-        if text or new_ids or finish is not None:
-            events.append((msg.OUTPUT, request_id, seq_index, text, len(new_ids), logprobs, finish))
+        if text or token_count or finish is not None:
+            events.append((msg.OUTPUT, request_id, index, text, token_count, logprobs, finish))
 
 
 class StatefulEngineLoop:

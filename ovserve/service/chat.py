@@ -8,7 +8,6 @@ for requests the engine will run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -18,11 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ovserve.api.protocol import ChatCompletionRequest, ChatMessage
-from ovserve.engine.spec import PipelineKind
-from ovserve.errors import BadRequestError, ServiceUnavailableError
+from ovserve.errors import ServiceUnavailableError, UnsupportedParameterError
 from ovserve.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
+from ovserve.service.generation import ChoiceDelta, TokenCount, follow_choices, usage
 from ovserve.service.models import ModelRegistry, ServedModel
-from ovserve.service.stop import StopTrimmer
 
 log = logging.getLogger(__name__)
 
@@ -35,29 +33,9 @@ class ChatJob:
     model: ServedModel
     prompt_ids: list[int]
     params: GenerationParams
-    completion_tokens: int = 0
+    count: TokenCount = field(default_factory=TokenCount)
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
-
-    @property
-    def include_stop(self) -> bool:
-        # OVMS: false by default for unary, true for streaming (false + stream is refused).
-        sent = self.request.include_stop_str_in_output
-        return sent if sent is not None else self.request.stream
-
-
-@dataclass
-class ChoiceDelta:
-    index: int
-    text: str
-    logprobs: list[tuple[int, str, float]] | None = None
-    finish_reason: str | None = None
-
-
-@dataclass
-class _ChoiceState:
-    trimmer: StopTrimmer
-    finish_reason: str | None = None
 
 
 def _template_message(message: ChatMessage) -> dict[str, Any]:
@@ -98,7 +76,7 @@ class ChatService:
             raise ServiceUnavailableError(f"model '{model.name}' is {model.engine.state.value}; retry shortly")
         for position, message in enumerate(request.messages):
             if message.image_parts():
-                raise BadRequestError(
+                raise UnsupportedParameterError(
                     f"model '{model.name}' does not accept images (messages[{position}] has an image_url part)",
                     param=f"messages.{position}.content",
                 )
@@ -117,56 +95,22 @@ class ChatService:
             prompt_tokens=len(prompt_ids),
             context_length=model.context_length,
             max_tokens_limit=model.max_tokens_limit,
+            no_default=request.output_limit_removed,
         )
-        params = resolve_generation_params(request, model.defaults, max_new_tokens=max_new_tokens, kind=model.kind)
-        if params.best_of > model.settings.best_of_limit:
-            raise BadRequestError(
-                f"best_of ({params.best_of}) exceeds this model's best_of_limit ({model.settings.best_of_limit})",
-                param="best_of",
-            )
-        if model.kind is PipelineKind.STATEFUL and (params.n > 1 or params.best_of > 1):
-            # LLMPipeline streams one sequence; OVMS refuses n/best_of > 1 on LM graphs too.
-            raise BadRequestError(
-                f"model '{model.name}' is served by a stateful (LM) pipeline, which returns one choice: "
-                "n and best_of must be 1",
-                param="n" if params.n > 1 else "best_of",
-            )
+        params = resolve_generation_params(
+            request, model.defaults, max_new_tokens=max_new_tokens, best_of_limit=model.best_of_limit, kind=model.kind
+        )
         return ChatJob(request=request, model=model, prompt_ids=prompt_ids, params=params)
 
-    async def run(self, job: ChatJob) -> AsyncIterator[ChoiceDelta]:
+    def run(self, job: ChatJob) -> AsyncIterator[ChoiceDelta]:
         """Engine outputs with stop sequences applied; ends when every choice has finished."""
-        choices: dict[int, _ChoiceState] = {}
         outputs = job.model.engine.generate(job.prompt_ids, job.params.to_dict())
-        async with contextlib.aclosing(outputs):
-            async for output in outputs:
-                job.completion_tokens += output.token_count
-                state = choices.get(output.index)
-                if state is None:
-                    state = choices[output.index] = _ChoiceState(
-                        StopTrimmer(job.params.stop, include_stop=job.include_stop)
-                    )
-                if state.finish_reason is not None:
-                    continue  # the server already stopped this choice on a stop sequence
-                text = state.trimmer.push(output.text)
-                finish = output.finish_reason
-                if state.trimmer.stopped:
-                    finish = "stop"
-                elif finish is not None:
-                    text += state.trimmer.flush()
-                state.finish_reason = finish
-                yield ChoiceDelta(output.index, text, output.logprobs, finish)
-                if len(choices) == job.params.n and all(s.finish_reason for s in choices.values()):
-                    return  # leaving the generator cancels whatever the engine still runs
+        return follow_choices(outputs, job.params, job.count)
 
     # -- response objects -------------------------------------------------------------------
 
-    def usage(self, job: ChatJob) -> dict[str, int]:
-        prompt_tokens = len(job.prompt_ids)
-        return {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": job.completion_tokens,
-            "total_tokens": prompt_tokens + job.completion_tokens,
-        }
+    def usage(self, job: ChatJob) -> dict[str, Any]:
+        return usage(len(job.prompt_ids), job.count, cached_tokens_known=not job.model.prefix_caching)
 
     async def complete(self, job: ChatJob) -> dict[str, Any]:
         texts: dict[int, list[str]] = {}
@@ -183,7 +127,7 @@ class ChatService:
             choices.append(
                 {
                     "index": index,
-                    "message": {"role": "assistant", "content": "".join(texts.get(index, []))},
+                    "message": {"role": "assistant", "content": "".join(texts.get(index, [])), "refusal": None},
                     "logprobs": _logprobs_object(logprobs.get(index)) if job.params.logprobs else None,
                     "finish_reason": finish.get(index) or "stop",
                 }
@@ -198,7 +142,7 @@ class ChatService:
         }
 
     async def stream(self, job: ChatJob) -> AsyncIterator[dict[str, Any]]:
-        include_usage = bool(job.request.stream_options and job.request.stream_options.include_usage)
+        include_usage = job.request.include_usage
         usage_field: dict[str, Any] = {"usage": None} if include_usage else {}
 
         def chunk(choices: list[dict[str, Any]]) -> dict[str, Any]:
@@ -226,7 +170,7 @@ class ChatService:
                         }
                     ]
                 )
-            if not delta.text and delta.finish_reason is None:
+            if not delta.text and delta.finish_reason is None and not delta.logprobs:
                 continue
             choice: dict[str, Any] = {
                 "index": delta.index,
@@ -241,8 +185,9 @@ class ChatService:
 
 def _logprobs_object(entries: list[tuple[int, str, float]] | None) -> dict[str, Any]:
     return {
+        "refusal": None,
         "content": [
             {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8")), "top_logprobs": []}
             for _, token, logprob in entries or []
-        ]
+        ],
     }

@@ -75,6 +75,16 @@ class ServedModel:
     def max_tokens_limit(self) -> int | None:
         return self.settings.max_tokens_limit
 
+    @property
+    def best_of_limit(self) -> int:
+        return self.settings.best_of_limit
+
+    @property
+    def prefix_caching(self) -> bool:
+        # Prefix caching reuses KV blocks without telling which request they served: with it off,
+        # a request's cached prompt tokens are known to be 0; with it on they are unknown.
+        return self.spec.scheduler.enable_prefix_caching
+
     @classmethod
     def load(cls, settings: ModelSettings, *, log_level: int = logging.INFO) -> ServedModel:
         """Read the model directory (blocking: call from a thread at startup)."""

@@ -25,6 +25,17 @@ CASES = [
     ("max_tokens string", {"model": "tiny-llm", "messages": MESSAGES, "max_tokens": "many"}, 400, "max_tokens"),
     ("temperature too high", {"model": "tiny-llm", "messages": MESSAGES, "temperature": 5}, 400, "temperature"),
     ("top_p zero", {"model": "tiny-llm", "messages": MESSAGES, "top_p": 0}, 400, "top_p"),
+    # Values that reach the engine's float32 / size_t as 0 or overflow: found by the property test.
+    ("top_p below float32", {"model": "tiny-llm", "messages": MESSAGES, "top_p": 1e-300}, 400, "top_p"),
+    (
+        "repetition_penalty below float32",
+        {"model": "tiny-llm", "messages": MESSAGES, "repetition_penalty": 1e-300},
+        400,
+        "repetition_penalty",
+    ),
+    ("top_k beyond int32", {"model": "tiny-llm", "messages": MESSAGES, "top_k": 2**70}, 400, "top_k"),
+    ("n above 128", {"model": "tiny-llm", "messages": MESSAGES, "n": 129}, 400, "n"),
+    ("negative stop token id", {"model": "tiny-llm", "messages": MESSAGES, "stop_token_ids": [-1]}, 400, None),
     ("negative seed", {"model": "tiny-llm", "messages": MESSAGES, "seed": -1}, 400, "seed"),
     ("seed too large", {"model": "tiny-llm", "messages": MESSAGES, "seed": 2**32}, 400, "seed"),
     ("five stop strings", {"model": "tiny-llm", "messages": MESSAGES, "stop": list("abcde")}, 400, "stop"),

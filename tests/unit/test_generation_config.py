@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ovserve.api.protocol import ChatCompletionRequest
-from ovserve.errors import BadRequestError, ContextLengthExceededError
+from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
 from ovserve.generation_config import (
     BUILTIN_DEFAULTS,
     ModelDefaults,
@@ -65,3 +65,50 @@ def test_max_new_tokens_precedence_and_context() -> None:
         resolve_max_new_tokens(901, defaults, **kwargs)
     with pytest.raises(ContextLengthExceededError, match="1000"):
         resolve_max_new_tokens(None, defaults, prompt_tokens=1000, context_length=1000, max_tokens_limit=None)
+
+
+def test_explicit_null_top_k_means_no_filter_and_omitted_means_default() -> None:
+    model = ModelDefaults({"top_k": 20})
+    assert resolve_generation_params(request(top_k=None), model, max_new_tokens=1).top_k == 0
+    assert resolve_generation_params(request(), model, max_new_tokens=1).top_k == 20
+
+
+def test_explicit_null_max_tokens_skips_the_model_default() -> None:
+    defaults = ModelDefaults({"max_new_tokens": 64})
+    kwargs = {"prompt_tokens": 100, "context_length": 1000}
+    assert resolve_max_new_tokens(None, defaults, max_tokens_limit=None, no_default=True, **kwargs) == 900
+    assert resolve_max_new_tokens(None, defaults, max_tokens_limit=50, no_default=True, **kwargs) == 50
+    assert request(max_tokens=None).output_limit_removed and not request().output_limit_removed
+    assert request(max_completion_tokens=None).output_limit_removed
+
+
+def test_beam_search_drops_model_penalties_and_refuses_sent_ones() -> None:
+    model = ModelDefaults({"repetition_penalty": 1.05})
+    params = resolve_generation_params(request(best_of=2), model, max_new_tokens=1)
+    assert params.beam_search and params.repetition_penalty == 1.0
+    with pytest.raises(UnsupportedParameterError, match="beam search"):
+        resolve_generation_params(request(best_of=2, presence_penalty=0.5), model, max_new_tokens=1)
+    # Sampling keeps the model's penalty.
+    assert resolve_generation_params(request(), model, max_new_tokens=1).repetition_penalty == 1.05
+
+
+def test_best_of_limit_applies_to_best_of_and_to_n() -> None:
+    with pytest.raises(BadRequestError, match="best_of_limit"):
+        resolve_generation_params(request(best_of=5), ModelDefaults(), max_new_tokens=1, best_of_limit=4)
+    with pytest.raises(BadRequestError, match="n \\(5\\)"):
+        resolve_generation_params(request(n=5), ModelDefaults(), max_new_tokens=1, best_of_limit=4)
+
+
+def test_tiny_temperatures_are_greedy() -> None:
+    assert resolve_generation_params(request(temperature=1e-90), ModelDefaults(), max_new_tokens=1).temperature == 0
+
+
+def test_include_stop_defaults_to_stream() -> None:
+    assert resolve_generation_params(request(), ModelDefaults(), max_new_tokens=1).include_stop is False
+    streaming = request(stream=True)
+    assert resolve_generation_params(streaming, ModelDefaults(), max_new_tokens=1).include_stop is True
+
+
+def test_an_empty_prompt_is_refused() -> None:
+    with pytest.raises(BadRequestError, match="no tokens"):
+        resolve_max_new_tokens(None, ModelDefaults(), prompt_tokens=0, context_length=10, max_tokens_limit=None)

@@ -1,0 +1,126 @@
+"""What chat and text completions share between the engine's outputs and the response objects.
+
+:func:`follow_choices` turns one engine request's outputs into per-choice deltas with stop
+sequences applied; :func:`merge` runs several engine requests (one per prompt of a text
+completion) as one stream; :func:`usage` is the usage object both endpoints report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ovserve.engine.messages import SequenceOutput
+from ovserve.generation_config import GenerationParams
+from ovserve.service.stop import StopTrimmer
+
+T = TypeVar("T")
+
+
+@dataclass
+class ChoiceDelta:
+    index: int
+    text: str
+    logprobs: list[tuple[int, str, float]] | None = None
+    finish_reason: str | None = None
+
+
+@dataclass
+class TokenCount:
+    """Generated tokens of a request so far (every choice, every prompt)."""
+
+    completion_tokens: int = 0
+
+
+@dataclass
+class _ChoiceState:
+    trimmer: StopTrimmer
+    finish_reason: str | None = None
+
+
+async def follow_choices(
+    outputs: AsyncIterator[SequenceOutput], params: GenerationParams, count: TokenCount
+) -> AsyncIterator[ChoiceDelta]:
+    """Engine outputs with stop sequences applied; ends when every choice has finished."""
+    choices: dict[int, _ChoiceState] = {}
+    async with contextlib.aclosing(outputs):  # type: ignore[type-var]
+        async for output in outputs:
+            count.completion_tokens += output.token_count
+            state = choices.get(output.index)
+            if state is None:
+                state = choices[output.index] = _ChoiceState(StopTrimmer(params.stop, include_stop=params.include_stop))
+            if state.finish_reason is not None:
+                continue  # the server already stopped this choice on a stop sequence
+            text = state.trimmer.push(output.text)
+            finish = output.finish_reason
+            if state.trimmer.stopped:
+                finish = "stop"
+            elif finish is not None:
+                text += state.trimmer.flush()
+            state.finish_reason = finish
+            yield ChoiceDelta(output.index, text, output.logprobs, finish)
+            if len(choices) == params.n and all(s.finish_reason for s in choices.values()):
+                return  # leaving the generator cancels whatever the engine still runs
+
+
+_DONE = object()
+
+
+async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]:
+    """Items of several streams as they come, tagged with the stream's position.
+
+    Leaving early (a disconnect) or a failure in one stream closes all of them, which cancels
+    their engine requests.
+    """
+    if len(streams) == 1:
+        async with contextlib.aclosing(streams[0]):  # type: ignore[type-var]
+            async for item in streams[0]:
+                yield 0, item
+        return
+    queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+
+    async def pump(position: int, stream: AsyncIterator[T]) -> None:
+        try:
+            async with contextlib.aclosing(stream):  # type: ignore[type-var]
+                async for item in stream:
+                    await queue.put((position, item))
+        except Exception as exc:  # travels to the consumer, which re-raises it
+            await queue.put((position, exc))
+        else:
+            await queue.put((position, _DONE))
+
+    tasks = [asyncio.create_task(pump(position, stream)) for position, stream in enumerate(streams)]
+    try:
+        running = len(tasks)
+        while running:
+            position, item = await queue.get()
+            if item is _DONE:
+                running -= 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield position, item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def usage(prompt_tokens: int, count: TokenCount, *, cached_tokens_known: bool) -> dict[str, Any]:
+    """OpenAI's usage object.
+
+    ``prompt_tokens_details.cached_tokens`` (MindIE, OpenAI) is reported only when it is known to
+    be 0, i.e. prefix caching is off: the engine does not say how many of a request's prompt
+    tokens its prefix cache served.
+    """
+    result: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": count.completion_tokens,
+        "total_tokens": prompt_tokens + count.completion_tokens,
+    }
+    if cached_tokens_known:
+        result["prompt_tokens_details"] = {"cached_tokens": 0}
+    return result

@@ -1,0 +1,109 @@
+"""The openai SDK carries every OVMS extension field in ``extra_body``, and each one takes effect.
+
+One test per field, each asserting what a user would see change.
+"""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+HELLO = [{"role": "user", "content": "Write a short poem about the sea."}]
+
+
+def create(client: openai.OpenAI, max_tokens: int = 12, **extra: object) -> openai.types.chat.ChatCompletion:
+    sent = {key: extra.pop(key) for key in ("temperature", "seed", "stop") if key in extra}
+    return client.chat.completions.create(
+        model="tiny-llm",
+        messages=HELLO,  # type: ignore[arg-type]
+        max_tokens=max_tokens,
+        extra_body=extra,
+        **sent,  # type: ignore[arg-type]
+    )
+
+
+def text(completion: openai.types.chat.ChatCompletion, index: int = 0) -> str:
+    return completion.choices[index].message.content or ""
+
+
+def test_extra_body_ignore_eos_generates_exactly_max_tokens(client: openai.OpenAI) -> None:
+    completion = create(client, max_tokens=30, ignore_eos=True, temperature=0)
+    assert completion.usage is not None and completion.usage.completion_tokens == 30
+
+
+def test_extra_body_top_k_one_equals_greedy(client: openai.OpenAI) -> None:
+    greedy = create(client, temperature=0, ignore_eos=True)
+    assert text(create(client, top_k=1, temperature=1.0, seed=9, ignore_eos=True)) == text(greedy)
+
+
+def test_extra_body_min_p_near_one_equals_greedy(client: openai.OpenAI) -> None:
+    greedy = create(client, temperature=0, ignore_eos=True, repetition_penalty=1.0)
+    sampled = create(client, min_p=0.99, top_k=-1, temperature=1.0, seed=9, ignore_eos=True, repetition_penalty=1.0)
+    assert text(sampled) == text(greedy)
+
+
+def test_extra_body_repetition_penalty_changes_the_output(client: openai.OpenAI) -> None:
+    sampling = {"temperature": 1.0, "seed": 4, "top_k": -1, "max_tokens": 40, "ignore_eos": True}
+    plain = create(client, repetition_penalty=1.0, **sampling)  # type: ignore[arg-type]
+    penalised = create(client, repetition_penalty=2.0, **sampling)  # type: ignore[arg-type]
+    assert text(plain) != text(penalised)
+    assert text(create(client, repetition_penalty=1.0, **sampling)) == text(plain)  # type: ignore[arg-type]
+
+
+def test_extra_body_include_stop_str_in_output_keeps_the_stop_string(client: openai.OpenAI) -> None:
+    full = text(create(client, max_tokens=30, temperature=0, ignore_eos=True))
+    stop = next(full[i : i + 2] for i in range(4, len(full) - 2) if full[i : i + 2].isascii() and full[i].isalpha())
+    prefix = full[: full.index(stop)]
+    assert text(create(client, max_tokens=30, temperature=0, ignore_eos=True, stop=[stop])) == prefix
+    kept = create(client, max_tokens=30, temperature=0, ignore_eos=True, stop=[stop], include_stop_str_in_output=True)
+    assert text(kept) == prefix + stop
+
+
+def test_extra_body_skip_special_tokens_false_shows_special_tokens(client: openai.OpenAI) -> None:
+    # With this seed and plain sampling, tiny-llm emits <|im_start|> as its 5th token.
+    sampling = {"temperature": 1.0, "seed": 1, "top_k": -1, "top_p": 1.0, "repetition_penalty": 1.0}
+    shown = text(create(client, max_tokens=8, ignore_eos=True, skip_special_tokens=False, **sampling))
+    hidden = text(create(client, max_tokens=8, ignore_eos=True, **sampling))
+    assert "<|im_start|>" in shown
+    assert "<|" not in hidden
+    assert shown.replace("<|im_start|>", "") == hidden
+
+
+def test_extra_body_best_of_runs_beam_search(client: openai.OpenAI) -> None:
+    completion = create(client, n=2, best_of=3, ignore_eos=True)
+    assert len(completion.choices) == 2
+    assert text(completion, 0) != text(completion, 1)
+    again = create(client, n=2, best_of=3, ignore_eos=True)
+    assert [text(again, 0), text(again, 1)] == [text(completion, 0), text(completion, 1)]
+
+
+def test_extra_body_length_penalty_reaches_beam_search(client: openai.OpenAI) -> None:
+    for penalty in (0.5, 1.5):
+        assert len(create(client, best_of=2, length_penalty=penalty).choices) == 1
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        create(client, best_of=2, length_penalty="long")
+    assert excinfo.value.body["param"] == "length_penalty"  # type: ignore[index]
+
+
+def test_extra_body_stop_token_ids_stop_generation(client: openai.OpenAI) -> None:
+    # <|im_start|> (id 1) is the 5th token of this seed's sample (see the skip_special_tokens test).
+    sampling = {"temperature": 1.0, "seed": 1, "top_k": -1, "top_p": 1.0, "repetition_penalty": 1.0}
+    stopped = create(client, max_tokens=8, ignore_eos=True, stop_token_ids=[1], **sampling)
+    assert stopped.choices[0].finish_reason == "stop"
+    assert stopped.usage is not None and stopped.usage.completion_tokens == 5
+
+
+def test_extra_body_chat_template_kwargs_reach_the_template(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        create(client, chat_template_kwargs={"bos_token": "x"})
+    assert "chat_template_kwargs" in excinfo.value.message
+    assert create(client, chat_template_kwargs={"enable_thinking": False}).choices
+
+
+def test_extra_body_speculative_knobs_are_refused_by_a_plain_pipeline(client: openai.OpenAI) -> None:
+    # They would not change a plain pipeline's output, but a client sending them expects drafting:
+    # the 400 says which pipelines take them (see tests/e2e/test_graphs.py for those pipelines).
+    for knob in ({"num_assistant_tokens": 5}, {"assistant_confidence_threshold": 0.4}, {"max_ngram_size": 2}):
+        with pytest.raises(openai.BadRequestError) as excinfo:
+            create(client, **knob)
+        assert "speculative" in excinfo.value.message or "prompt_lookup" in excinfo.value.message
