@@ -471,10 +471,14 @@ def _build_hf_model(spec: ModelSpec, tokenizer_dir: Path, hf_dir: Path) -> None:
             head = model.get_output_embeddings().weight
             head.copy_(torch.randn(head.shape, generator=generator) * spec.lm_head_std)
         if spec.vision is not None:
-            # HF's init (std 0.02) makes image features ~100x smaller than the N(0, 1) text
-            # embeddings, so the image would barely change the output. Fan-in scaled weights keep
-            # the projected features at unit scale: different images give different greedy text.
-            for module in [*model.model.vision_tower.modules(), *model.model.multi_modal_projector.modules()]:
+            # With HF's init (std 0.02) attention is near uniform and its output tiny next to the
+            # N(0, 1) embeddings in the residual stream: greedy text follows the last token and
+            # two different images gave the same output. Fan-in scaled weights in the vision
+            # tower, the projector and the language model make the context, images included,
+            # steer the output (red vs blue differ from the first tokens).
+            language_model = model.model.language_model
+            modules = [*model.model.vision_tower.modules(), *model.model.multi_modal_projector.modules()]
+            for module in [*modules, *language_model.modules()]:
                 if isinstance(module, torch.nn.Linear | torch.nn.Conv2d):
                     fan_in = module.weight[0].numel()
                     module.weight.copy_(torch.randn(module.weight.shape, generator=generator) / fan_in**0.5)
