@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from ovserve import keys
 from ovserve.app import create_app, load_models
-from ovserve.config import ModelSettings, ServerSettings
+from ovserve.config import MediaSettings, ModelSettings, ServerSettings
 from ovserve.engine.spec import SchedulerSettings
 
 log = logging.getLogger("ovserve")
@@ -48,6 +48,34 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--enable_prefix_caching", type=_bool, default=defaults.enable_prefix_caching)
     serve.add_argument("--max_tokens_limit", type=int, default=None, help="upper bound (and default) for max_tokens")
     serve.add_argument("--max_request_mb", type=float, default=64.0, help="largest accepted request body (MB)")
+    media = MediaSettings()
+    serve.add_argument(
+        "--allowed_media_domains",
+        default="",
+        help="comma-separated hosts image URLs may be fetched from (exact match; 'all' = any; default: none)",
+    )
+    serve.add_argument(
+        "--allowed_local_media_path",
+        type=Path,
+        default=None,
+        help="directory local image paths and file:// URLs may be read from (default: local files disabled)",
+    )
+    serve.add_argument("--max_image_mb", type=float, default=media.max_image_mb, help="largest image (MB)")
+    serve.add_argument(
+        "--media_connect_timeout", type=float, default=media.connect_timeout_s, help="image URL connect timeout (s)"
+    )
+    serve.add_argument(
+        "--media_read_timeout",
+        type=float,
+        default=media.read_timeout_s,
+        help="longest wait for the next bytes of an image download (s)",
+    )
+    serve.add_argument(
+        "--media_timeout",
+        type=float,
+        default=media.total_timeout_s,
+        help="longest time to fetch one image, redirects included (s)",
+    )
     serve.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
 
@@ -72,6 +100,14 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         port=args.port,
         models=[model],
         max_request_mb=args.max_request_mb,
+        media=MediaSettings(
+            allowed_media_domains=args.allowed_media_domains,
+            allowed_local_media_path=args.allowed_local_media_path,
+            max_image_mb=args.max_image_mb,
+            connect_timeout_s=args.media_connect_timeout,
+            read_timeout_s=args.media_read_timeout,
+            total_timeout_s=args.media_timeout,
+        ),
         log_level=args.log_level,
     )
 

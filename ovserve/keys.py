@@ -8,12 +8,14 @@ from aiohttp import web
 
 from ovserve.config import ServerSettings
 from ovserve.loop_lag import LoopLagMonitor
+from ovserve.media import MediaResolver
 from ovserve.service.chat import ChatService
 from ovserve.service.models import ModelRegistry
 
 SETTINGS = web.AppKey("settings", ServerSettings)
 MODELS = web.AppKey("models", ModelRegistry)
 CHAT = web.AppKey("chat", ChatService)
+MEDIA = web.AppKey("media", MediaResolver)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
 # One task per served model, loading its engine; the CLI stops the server if one fails.
 ENGINE_LOADS = web.AppKey("engine_loads", list[asyncio.Task[None]])

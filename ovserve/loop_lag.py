@@ -45,4 +45,3 @@ class LoopLagMonitor:
         lines.append(f"{name}_sum {self.total:.6f}")
         lines.append(f"{name}_count {self.samples}")
         return lines
-

@@ -15,6 +15,7 @@ from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec
 from ovserve.errors import BadRequestError, ModelNotFoundError
 from ovserve.generation_config import ModelDefaults
+from ovserve.vision import VisionModel
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class ServedModel:
     context_length: int
     max_tokens_limit: int | None = None
     created: int = 0
+    vision: VisionModel | None = None  # set for a VLM (the model dir has a vision encoder)
 
     @property
     def name(self) -> str:
@@ -90,6 +92,7 @@ class ServedModel:
             context_length=read_context_length(spec.model_path),
             max_tokens_limit=max_tokens_limit,
             created=int(time.time()),
+            vision=VisionModel.detect(spec.model_path),
         )
 
     def render_chat(
