@@ -54,7 +54,8 @@ MAX_IMAGE_PIXELS = 34_000_000
 MAX_IMAGE_SIDE = 16_384
 # Formats a VLM client sends. Keeping the list short keeps Pillow's rarer (and riskier)
 # decoders, e.g. EPS which runs Ghostscript, away from untrusted bytes.
-IMAGE_FORMATS = ("PNG", "JPEG", "MPO", "GIF", "WEBP", "BMP")
+# (Multi-picture JPEGs from phones open through "JPEG".)
+IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP")
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _CHUNK_BYTES = 64 * 1024
 
@@ -278,7 +279,7 @@ class MediaResolver:
             raise MediaError("no such image file under --allowed_local_media_path", param=param) from None
         except OSError:
             raise MediaError("the image file cannot be opened", param=param) from None
-        with os.fdopen(fd, "rb") as file:
+        try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise MediaError("the image path is not a regular file", param=param)
@@ -289,7 +290,10 @@ class MediaResolver:
                 raise MediaNotAllowedError(self._outside_root(), param=param)
             if info.st_size > self.settings.max_image_bytes:
                 raise MediaTooLargeError(self._too_large(), param=param)
-            data = file.read(self.settings.max_image_bytes + 1)
+            with os.fdopen(fd, "rb", closefd=False) as file:
+                data = file.read(self.settings.max_image_bytes + 1)
+        finally:
+            os.close(fd)
         if len(data) > self.settings.max_image_bytes:
             raise MediaTooLargeError(self._too_large(), param=param)
         return data
