@@ -186,6 +186,9 @@ class MediaResolver:
             # Userinfo ("allowed@evil"), percent-encoding and stray characters all land here.
             raise MediaNotAllowedError("the image URL's host part is not a plain host[:port]", param=param)
         host = authority["host"].lower().removeprefix("[").removesuffix("]")
+        if host.endswith(".") or ".." in host:
+            # "example.com." resolves like "example.com" but would not match its entry.
+            raise MediaNotAllowedError(f"'{host}' is not a plain host name", param=param)
         if _ambiguous_numeric_host(host):
             raise MediaNotAllowedError(f"'{host}' is not a canonical IP address", param=param)
         if not self._allow_all and host not in self._domains:

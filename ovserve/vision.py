@@ -103,9 +103,12 @@ class VisionModel:
         expected = [image_tag(index) for index in range(image_count)]
         native = self.expansion.image_token if self.expansion is not None else None
         if tags != expected or (native is not None and native in prompt):
-            reserved = "'<ov_genai_image_N>'" + (f" and '{native}'" if native else "")
+            # Usually user text carrying a placeholder; also a chat template that drops or
+            # repeats message content, which would misplace the images.
+            reserved = "'<ov_genai_image_N>'" + (f" or '{native}'" if native else "")
             raise BadRequestError(
-                f"the conversation contains a reserved image placeholder ({reserved}); send images as image_url parts",
+                f"the prompt's image placeholders do not match the image_url parts: text may not contain "
+                f"the reserved image placeholder {reserved}; send images as image_url parts",
                 param="messages",
             )
 

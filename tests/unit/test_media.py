@@ -74,7 +74,7 @@ def test_host_match_is_exact_and_case_insensitive() -> None:
 def test_all_still_refuses_authority_tricks() -> None:
     media = resolver(allowed_media_domains="all")
     assert media.check_remote("http://anything.example/a.png", PARAM).host == "anything.example"
-    for url in ("http://a@b/", "http://2130706433/", "http://0x7f.1/", "http://b%2e/", "http://a\\@b/"):
+    for url in ("http://a@b/", "http://2130706433/", "http://0x7f.1/", "http://b%2e/", "http://a\\@b/", "http://b./"):
         with pytest.raises(MediaNotAllowedError):
             media.check_remote(url, PARAM)
 
