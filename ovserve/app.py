@@ -64,9 +64,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 def create_app(settings: ServerSettings, models: ModelRegistry) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=int(settings.max_request_mb * 1024 * 1024))
+    app[keys.MEDIA] = MediaResolver(settings.media)
     app[keys.SETTINGS] = settings
     app[keys.MODELS] = models
-    app[keys.MEDIA] = MediaResolver(settings.media)
     app[keys.CHAT] = ChatService(models, app[keys.MEDIA])
     app[keys.LOOP_LAG] = LoopLagMonitor()
     add_routes(app)

@@ -15,7 +15,8 @@ from ovserve.service.models import ModelRegistry
 SETTINGS = web.AppKey("settings", ServerSettings)
 MODELS = web.AppKey("models", ModelRegistry)
 CHAT = web.AppKey("chat", ChatService)
-MEDIA = web.AppKey("media", MediaResolver)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
 # One task per served model, loading its engine; the CLI stops the server if one fails.
 ENGINE_LOADS = web.AppKey("engine_loads", list[asyncio.Task[None]])
+# Image-URL policy, downloads and decoding; its HTTP session lives as long as the app.
+MEDIA = web.AppKey("media", MediaResolver)
