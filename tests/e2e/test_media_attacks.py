@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from tests import images
-from tests.conftest import Server
+from tests.conftest import Server, free_port
 from tests.e2e.conftest import MAX_IMAGE_MB, READ_TIMEOUT_S, TOTAL_TIMEOUT_S, MediaFiles
 from tests.media_server import ENDLESS_LIMIT, MediaServer, NeverAccepts
 
@@ -39,6 +39,7 @@ class Env:
     evil: MediaServer
     files: MediaFiles
     never_accepts: NeverAccepts
+    closed_port: int  # nothing listens there
 
     @property
     def g(self) -> str:  # the allowed origin
@@ -139,7 +140,7 @@ ATTACKS = [
         FETCH_FAILED,
         within_s=3,
     ),
-    Attack("allowed host, closed port", lambda env: "http://127.0.0.1:9/img/red.png", FETCH_FAILED),
+    Attack("allowed host, closed port", lambda env: f"http://127.0.0.1:{env.closed_port}/img/red.png", FETCH_FAILED),
     Attack("HTTP 404", lambda env: f"{env.g}/img/missing.png", FETCH_FAILED, good_paths=["/img/missing.png"]),
     # -- sizes ------------------------------------------------------------------------------------
     Attack(
@@ -207,7 +208,7 @@ ATTACKS = [
 @pytest.fixture(scope="module")
 def env(good_http: MediaServer, evil_http: MediaServer, media_files: MediaFiles) -> Iterator[Env]:
     never_accepts = NeverAccepts()
-    yield Env(good_http, evil_http, media_files, never_accepts)
+    yield Env(good_http, evil_http, media_files, never_accepts, closed_port=free_port())
     never_accepts.close()
 
 
