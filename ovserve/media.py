@@ -52,6 +52,10 @@ MAX_REDIRECTS = 5
 # Decoded images cross a pipe to the engine as RGB arrays: ~100 MB at this cap. 8K UHD fits.
 MAX_IMAGE_PIXELS = 34_000_000
 MAX_IMAGE_SIDE = 16_384
+# Vision preprocessors resize the *shorter* side to their input size (CLIP: 336 px), so a 1 x 16384
+# strip becomes 336 x 5.5 M pixels of floats (~22 GB) inside the engine. Qwen2-VL's processor
+# refuses ratios of 200 and more; so does ovserve, for every model.
+MAX_ASPECT_RATIO = 200
 # Formats a VLM client sends. Keeping the list short keeps Pillow's rarer (and riskier)
 # decoders, e.g. EPS which runs Ghostscript, away from untrusted bytes.
 # (Multi-picture JPEGs from phones open through "JPEG".)
@@ -391,6 +395,11 @@ def decode_image(data: bytes, param: str) -> np.ndarray:
                 raise MediaTooLargeError(
                     f"the image is {width}x{height} pixels; the limit is {MAX_IMAGE_PIXELS} pixels "
                     f"and {MAX_IMAGE_SIDE} per side",
+                    param=param,
+                )
+            if max(width, height) >= MAX_ASPECT_RATIO * max(min(width, height), 1):
+                raise MediaError(
+                    f"the image is {width}x{height} pixels; its aspect ratio must be below {MAX_ASPECT_RATIO}",
                     param=param,
                 )
             image.load()  # the first frame of an animation

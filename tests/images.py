@@ -21,8 +21,8 @@ def encode(image: Image.Image, fmt: str, **options: object) -> bytes:
     return buffer.getvalue()
 
 
-def solid(color: tuple[int, int, int], fmt: str = "PNG") -> bytes:
-    return encode(Image.new("RGB", SIZE, color), fmt)
+def solid(color: tuple[int, int, int], fmt: str = "PNG", size: tuple[int, int] = SIZE) -> bytes:
+    return encode(Image.new("RGB", size, color), fmt)
 
 
 def rgba_transparent() -> bytes:

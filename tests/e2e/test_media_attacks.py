@@ -170,6 +170,12 @@ ATTACKS = [
     Attack("bomb: 10000x10000 header", lambda env: images.data_url(images.png_header_only(10_000, 10_000)), TOO_LARGE),
     Attack("6000x6000 header", lambda env: images.data_url(images.png_header_only(6000, 6000)), TOO_LARGE),
     Attack("20000 px wide", lambda env: images.data_url(images.png_header_only(20_000, 2)), TOO_LARGE),
+    Attack(
+        "1 x 16384 strip (a memory bomb for the vision preprocessor)",
+        lambda env: images.data_url(images.solid(images.RED, size=(16_384, 1))),
+        INVALID,
+        message="aspect ratio",
+    ),
     # -- content ----------------------------------------------------------------------------------
     Attack("HTML instead of an image", lambda env: f"{env.g}/img/page.html", INVALID, good_paths=["/img/page.html"]),
     Attack("truncated PNG", lambda env: f"{env.g}/img/truncated.png", INVALID, good_paths=["/img/truncated.png"]),

@@ -145,6 +145,16 @@ def test_oversized_headers_are_refused_before_decoding(width: int, height: int) 
         decode_image(images.png_header_only(width, height), PARAM)
 
 
+@pytest.mark.parametrize(("width", "height"), [(16_384, 1), (1, 200), (400, 2)])
+def test_extreme_aspect_ratios_are_refused(width: int, height: int) -> None:
+    with pytest.raises(MediaError, match="aspect ratio"):
+        decode_image(images.solid(images.RED, size=(width, height)), PARAM)
+
+
+def test_wide_but_sane_images_pass() -> None:
+    assert decode_image(images.solid(images.RED, size=(1990, 10)), PARAM).shape == (10, 1990, 3)
+
+
 @pytest.mark.parametrize("body", [b"", b"GIF89a", images.truncated_png(), images.corrupt_png(), b"<svg/>"])
 def test_broken_data_is_a_client_error(body: bytes) -> None:
     with pytest.raises(MediaError) as caught:
