@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory local image paths and file:// URLs may be read from (default: local files disabled)",
     )
     serve.add_argument("--max_image_mb", type=float, default=media.max_image_mb, help="largest image (MB)")
+    serve.add_argument("--max_images_per_request", type=int, default=media.max_images_per_request)
     serve.add_argument(
         "--media_connect_timeout", type=float, default=media.connect_timeout_s, help="image URL connect timeout (s)"
     )
@@ -104,6 +105,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             allowed_media_domains=args.allowed_media_domains,
             allowed_local_media_path=args.allowed_local_media_path,
             max_image_mb=args.max_image_mb,
+            max_images_per_request=args.max_images_per_request,
             connect_timeout_s=args.media_connect_timeout,
             read_timeout_s=args.media_read_timeout,
             total_timeout_s=args.media_timeout,

@@ -50,6 +50,8 @@ class MediaSettings(BaseModel):
     # Local files are read only from inside this directory (after resolving '..' and symlinks).
     allowed_local_media_path: Path | None = None
     max_image_mb: float = Field(default=20.0, gt=0)
+    # Each decoded image may take ~100 MB on its way to the engine; this bounds one request.
+    max_images_per_request: int = Field(default=16, ge=1)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     read_timeout_s: float = Field(default=10.0, gt=0)
     total_timeout_s: float = Field(default=30.0, gt=0)

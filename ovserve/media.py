@@ -154,6 +154,12 @@ class MediaResolver:
                     param = f"messages.{message_index}.content.{part_index}.image_url"
                     url = part.image_url if isinstance(part.image_url, str) else part.image_url.url
                     planned.append(ImageRequest(param, self.classify(url, param)))
+                    if len(planned) > self.settings.max_images_per_request:
+                        raise MediaError(
+                            f"at most {self.settings.max_images_per_request} images per request "
+                            "(--max_images_per_request)",
+                            param="messages",
+                        )
         return planned
 
     def classify(self, url: str, param: str) -> _Source:

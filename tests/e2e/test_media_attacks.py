@@ -302,6 +302,16 @@ def test_one_forbidden_image_means_no_image_is_fetched(env: Env, vlm_server: Ser
     assert env.evil.paths() == []
 
 
+def test_too_many_images_fetch_nothing(env: Env, vlm_server: Server) -> None:
+    """The count is checked with the policy, before any download (default cap: 16)."""
+    content = [{"type": "image_url", "image_url": {"url": f"{env.g}/img/red.png"}}] * 17
+    body = {"model": "tiny-vlm", "messages": [{"role": "user", "content": content}]}
+    response = httpx.post(f"{vlm_server.url}/v3/chat/completions", json=body, timeout=30)
+    assert response.status_code == 400
+    assert "at most 16 images" in response.json()["error"]["message"]
+    assert env.good.paths() == []
+
+
 def test_server_still_serves_images_after_the_attacks(env: Env, vlm_server: Server) -> None:
     completion = vlm_server.client().chat.completions.create(
         model="tiny-vlm",

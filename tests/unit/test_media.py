@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
+from ovserve.api.protocol import ChatMessage
 from ovserve.config import MediaSettings
 from ovserve.errors import MediaError, MediaNotAllowedError, MediaTooLargeError
 from ovserve.media import MediaResolver, decode_image
@@ -168,3 +169,13 @@ def test_decoded_array_is_exact_for_lossless_formats() -> None:
     buffer = io.BytesIO()
     source.save(buffer, format="PNG")
     assert (decode_image(buffer.getvalue(), PARAM) == np.asarray(source)).all()
+
+
+def test_image_count_per_request_is_capped() -> None:
+    media = resolver(max_images_per_request=2)
+    part = {"type": "image_url", "image_url": {"url": images.data_url(images.solid(images.RED))}}
+    two = ChatMessage.model_validate({"role": "user", "content": [part, part]})
+    assert len(media.plan([two])) == 2
+    with pytest.raises(MediaError, match="at most 2 images") as caught:
+        media.plan([two, ChatMessage.model_validate({"role": "user", "content": [part]})])
+    assert caught.value.param == "messages"
