@@ -218,8 +218,8 @@ class EngineLoop:
         try:
             cfg = build_generation_config(self._pipe, params)
             if isinstance(prompt, msg.VisionPrompt):
-                # add_request encodes the images right away (it copies them), text-only requests
-                # included: a VLM pipeline cannot take token ids.
+                # A VLM pipeline takes text, never token ids (text-only requests included);
+                # add_request runs the vision encoder at once, so the arrays are not kept.
                 images = [self._ov.Tensor(image[np.newaxis]) for image in prompt.images]
                 handle = self._pipe.add_request(request_id, prompt.text, images, cfg)
             else:
