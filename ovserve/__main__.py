@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from ovserve import keys
 from ovserve.app import create_app, load_models
-from ovserve.config import ModelSettings, ServerSettings, models_from_config
+from ovserve.config import MediaSettings, ModelSettings, ServerSettings, models_from_config
 from ovserve.engine.spec import SchedulerSettings
 from ovserve.graph import GraphError
 
@@ -72,6 +72,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--best_of_limit", type=int, default=20, help="largest best_of / n a request may ask (OVMS default 20)"
     )
     serve.add_argument("--max_request_mb", type=float, default=64.0, help="largest accepted request body (MB)")
+    media = MediaSettings()
+    serve.add_argument(
+        "--allowed_media_domains",
+        default="",
+        help="comma-separated hosts image URLs may be fetched from (exact match; 'all' = any; default: none)",
+    )
+    serve.add_argument(
+        "--allowed_local_media_path",
+        type=Path,
+        default=None,
+        help="directory local image paths and file:// URLs may be read from (default: local files disabled)",
+    )
+    serve.add_argument("--max_image_mb", type=float, default=media.max_image_mb, help="largest image (MB)")
+    serve.add_argument("--max_images_per_request", type=int, default=media.max_images_per_request)
+    serve.add_argument(
+        "--media_connect_timeout", type=float, default=media.connect_timeout_s, help="image URL connect timeout (s)"
+    )
+    serve.add_argument(
+        "--media_read_timeout",
+        type=float,
+        default=media.read_timeout_s,
+        help="longest wait for the next bytes of an image download (s)",
+    )
+    serve.add_argument(
+        "--media_timeout",
+        type=float,
+        default=media.total_timeout_s,
+        help="longest time to fetch one image, redirects included (s)",
+    )
     serve.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
 
@@ -82,6 +111,15 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         "port": args.port,
         "max_request_mb": args.max_request_mb,
         "log_level": args.log_level,
+        "media": MediaSettings(
+            allowed_media_domains=args.allowed_media_domains,
+            allowed_local_media_path=args.allowed_local_media_path,
+            max_image_mb=args.max_image_mb,
+            max_images_per_request=args.max_images_per_request,
+            connect_timeout_s=args.media_connect_timeout,
+            read_timeout_s=args.media_read_timeout,
+            total_timeout_s=args.media_timeout,
+        ),
     }
     if args.config_path is not None:
         if args.model_path is not None or args.model_name is not None:

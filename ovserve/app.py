@@ -20,6 +20,7 @@ from ovserve.errors import (
     error_body,
 )
 from ovserve.loop_lag import LoopLagMonitor
+from ovserve.media import MediaResolver
 from ovserve.service.chat import ChatService
 from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry, ServedModel
@@ -64,13 +65,15 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 def create_app(settings: ServerSettings, models: ModelRegistry) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=int(settings.max_request_mb * 1024 * 1024))
+    app[keys.MEDIA] = MediaResolver(settings.media)
     app[keys.SETTINGS] = settings
     app[keys.MODELS] = models
-    app[keys.CHAT] = ChatService(models)
+    app[keys.CHAT] = ChatService(models, app[keys.MEDIA])
     app[keys.COMPLETIONS] = CompletionService(models)
     app[keys.LOOP_LAG] = LoopLagMonitor()
     add_routes(app)
     app.cleanup_ctx.append(_engines)
+    app.cleanup_ctx.append(_media)
     app.cleanup_ctx.append(_loop_lag)
     return app
 
@@ -84,6 +87,13 @@ async def _engines(app: web.Application) -> AsyncIterator[None]:
     for task in loading:
         task.cancel()
     await asyncio.gather(*(model.engine.close() for model in models), return_exceptions=True)
+
+
+async def _media(app: web.Application) -> AsyncIterator[None]:
+    """One HTTP client session for every image download."""
+    await app[keys.MEDIA].start()
+    yield
+    await app[keys.MEDIA].close()
 
 
 async def _loop_lag(app: web.Application) -> AsyncIterator[None]:

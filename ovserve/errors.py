@@ -104,3 +104,27 @@ class EngineError(OvserveError):
 
 def error_body(message: str, error_type: str, param: str | None = None, code: str | None = None) -> dict:
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+
+
+class MediaError(BadRequestError):
+    """An image_url part cannot be used (param names the part: messages.N.content.M.image_url)."""
+
+    default_code = "invalid_image"
+
+
+class MediaNotAllowedError(MediaError):
+    """The media policy forbids the URL or path; nothing was fetched or opened."""
+
+    default_code = "image_url_not_allowed"
+
+
+class MediaFetchError(MediaError):
+    """An allowed URL could not be fetched (HTTP error, timeout, redirect limit, connection)."""
+
+    default_code = "image_fetch_failed"
+
+
+class MediaTooLargeError(MediaError):
+    """Over --max_image_mb, or more pixels than the decoder accepts."""
+
+    default_code = "image_too_large"

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from ovserve.config import ServerSettings
 from ovserve.loop_lag import LoopLagMonitor
+from ovserve.media import MediaResolver
 from ovserve.service.chat import ChatService
 from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry
@@ -19,3 +20,5 @@ COMPLETIONS = web.AppKey("completions", CompletionService)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
 # One task per served model, loading its engine; the CLI stops the server if one fails.
 ENGINE_LOADS = web.AppKey("engine_loads", list[asyncio.Task[None]])
+# Image-URL policy, downloads and decoding; its HTTP session lives as long as the app.
+MEDIA = web.AppKey("media", MediaResolver)

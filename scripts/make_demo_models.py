@@ -10,9 +10,11 @@ Output layout (``OUT_DIR``)::
 
     tiny-llm/                    Qwen2, hidden 128, 2 layers, fp16 IR (main model)
     tiny-draft/                  Qwen2, hidden 64, 1 layer, fp16 IR (speculative-decoding draft)
+    tiny-vlm/                    LLaVA: CLIP 56 px / patch 14 + tiny-llm-shaped Qwen2, fp16 IR
     bench-qwen2.5-0.5b-int8/     Qwen2.5-0.5B shape, int8 weights (only with --benchmark)
 
-Every model directory holds ``openvino_model.{xml,bin}``, ``openvino_{de,}tokenizer.{xml,bin}``,
+Every model directory holds ``openvino_model.{xml,bin}`` (tiny-vlm: the language, text-embeddings
+and vision-embeddings IRs plus ``preprocessor_config.json``), ``openvino_{de,}tokenizer.{xml,bin}``,
 ``config.json``, ``generation_config.json``, the HF tokenizer files and, written last, the marker
 ``.ovserve-demo-complete``. A directory without a matching marker is rebuilt. Builds happen in a
 scratch directory inside ``OUT_DIR`` and are renamed into place, so a killed run never leaves a
@@ -59,6 +61,7 @@ _HAVE_FLOCK = importlib.util.find_spec("fcntl") is not None
 
 TINY_LLM = "tiny-llm"
 TINY_DRAFT = "tiny-draft"
+TINY_VLM = "tiny-vlm"
 BENCH_MODEL = "bench-qwen2.5-0.5b-int8"
 
 SEED = 1234
@@ -82,6 +85,9 @@ SPECIAL_TOKENS = [
 NON_SPECIAL_ADDED_TOKENS = {"<tool_call>", "</tool_call>", "<think>", "</think>"}
 EOS_TOKEN = "<|im_end|>"
 PAD_TOKEN = "<|endoftext|>"
+# LLaVA's image placeholder. Only tiny-vlm's tokenizer has it, appended after training (id =
+# trained vocab size) so every other id matches tiny-llm's tokenizer.
+IMAGE_TOKEN = "<image>"
 
 # Qwen2.5's template (system default, <tools> block, <tool_call> JSON, <tool_response> grouped
 # into one user turn), kept to the Jinja subset that both HF transformers and the minja engine of
@@ -153,9 +159,7 @@ CHAT_TEMPLATE = r"""{%- if tools %}
 """
 
 # Files the server and openvino_genai need; checked after every export.
-REQUIRED_FILES = (
-    "openvino_model.xml",
-    "openvino_model.bin",
+_COMMON_FILES = (
     "openvino_tokenizer.xml",
     "openvino_tokenizer.bin",
     "openvino_detokenizer.xml",
@@ -165,6 +169,29 @@ REQUIRED_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
 )
+REQUIRED_FILES = ("openvino_model.xml", "openvino_model.bin", *_COMMON_FILES)
+REQUIRED_VLM_FILES = (
+    "openvino_language_model.xml",
+    "openvino_language_model.bin",
+    "openvino_text_embeddings_model.xml",
+    "openvino_text_embeddings_model.bin",
+    "openvino_vision_embeddings_model.xml",
+    "openvino_vision_embeddings_model.bin",
+    "preprocessor_config.json",
+    *_COMMON_FILES,
+)
+
+
+@dataclass(frozen=True)
+class VisionSpec:
+    """The CLIP vision tower of a LLaVA-style demo model."""
+
+    image_size: int
+    patch_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
 
 
 @dataclass(frozen=True)
@@ -187,6 +214,8 @@ class ModelSpec:
     weight_format: str  # "fp16" or "int8"
     generation_defaults: dict[str, Any]
     rope_theta: float = 10000.0
+    # Set for a LLaVA-style VLM: the fields above then describe its Qwen2 language model.
+    vision: VisionSpec | None = None
 
 
 TINY_LLM_SPEC = ModelSpec(
@@ -233,6 +262,25 @@ TINY_DRAFT_SPEC = ModelSpec(
         "repetition_penalty": 1.0,
         "max_new_tokens": 32,
     },
+)
+
+# A LLaVA whose language model has tiny-llm's shape. 56 px images in 14 px patches give 16 image
+# tokens per image ("default" feature strategy drops CLS), so a request with images stays short.
+# Greedy by default: tests compare outputs across images and between unary and streaming.
+TINY_VLM_SPEC = ModelSpec(
+    name=TINY_VLM,
+    hidden_size=128,
+    intermediate_size=256,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    max_position_embeddings=2048,
+    tie_word_embeddings=False,
+    embed_std=1.0,
+    lm_head_std=0.15,
+    weight_format="fp16",
+    generation_defaults={"do_sample": False, "max_new_tokens": 64},
+    vision=VisionSpec(image_size=56, patch_size=14, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4),
 )
 
 # Qwen2.5-0.5B-Instruct's shape, so the engine does the same per-layer work as the real model.
@@ -359,23 +407,42 @@ def build_tokenizer(out_dir: Path) -> Path:
     return out_dir
 
 
+def build_vlm_tokenizer(base_dir: Path, out_dir: Path) -> Path:
+    """tiny-vlm's tokenizer: the base tokenizer plus the special ``<image>`` token."""
+    from tokenizers import AddedToken
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(base_dir))
+    tokenizer.add_tokens([AddedToken(IMAGE_TOKEN, special=True, normalized=False)], special_tokens=True)
+    tokenizer.save_pretrained(str(out_dir), save_jinja_files=False)
+    config_path = out_dir / "tokenizer_config.json"
+    tokenizer_config = json.loads(config_path.read_text(encoding="utf-8"))
+    tokenizer_config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    _write_json(config_path, tokenizer_config)
+    return out_dir
+
+
 def special_token_ids(tokenizer_dir: Path) -> dict[str, int]:
-    """Ids of SPECIAL_TOKENS as stored in ``tokenizer_dir/tokenizer.json``."""
+    """Ids of the added tokens (SPECIAL_TOKENS, and ``<image>`` if present) in ``tokenizer.json``."""
     serialized = json.loads((tokenizer_dir / "tokenizer.json").read_text(encoding="utf-8"))
-    ids = {added["content"]: int(added["id"]) for added in serialized["added_tokens"]}
-    return {token: ids[token] for token in SPECIAL_TOKENS}
+    return {added["content"]: int(added["id"]) for added in serialized["added_tokens"]}
+
+
+def _vocab_size(tokenizer_dir: Path) -> int:
+    serialized = json.loads((tokenizer_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    ids = [*serialized["model"]["vocab"].values(), *(int(added["id"]) for added in serialized["added_tokens"])]
+    return max(ids) + 1
 
 
 def _build_hf_model(spec: ModelSpec, tokenizer_dir: Path, hf_dir: Path) -> None:
-    """Save a seeded random ``Qwen2ForCausalLM`` plus tokenizer and generation config to ``hf_dir``."""
+    """Save a seeded random ``Qwen2ForCausalLM`` (or LLaVA around one) plus tokenizer files to ``hf_dir``."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     ids = special_token_ids(tokenizer_dir)
-    vocab = json.loads((tokenizer_dir / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
     eos_id, pad_id = ids[EOS_TOKEN], ids[PAD_TOKEN]
     config_kwargs: dict[str, Any] = {
-        "vocab_size": len(vocab),
+        "vocab_size": _vocab_size(tokenizer_dir),
         "hidden_size": spec.hidden_size,
         "intermediate_size": spec.intermediate_size,
         "num_hidden_layers": spec.num_layers,
@@ -394,7 +461,7 @@ def _build_hf_model(spec: ModelSpec, tokenizer_dir: Path, hf_dir: Path) -> None:
     config = Qwen2Config(**config_kwargs)
 
     torch.manual_seed(SEED)
-    model = Qwen2ForCausalLM(config).eval()
+    model = Qwen2ForCausalLM(config).eval() if spec.vision is None else _llava(spec.vision, config, ids[IMAGE_TOKEN])
     with torch.no_grad():
         generator = torch.Generator().manual_seed(SEED)
         if spec.embed_std is not None:
@@ -403,6 +470,18 @@ def _build_hf_model(spec: ModelSpec, tokenizer_dir: Path, hf_dir: Path) -> None:
         if spec.lm_head_std is not None and not spec.tie_word_embeddings:
             head = model.get_output_embeddings().weight
             head.copy_(torch.randn(head.shape, generator=generator) * spec.lm_head_std)
+        if spec.vision is not None:
+            # With HF's init (std 0.02) attention is near uniform and its output tiny next to the
+            # N(0, 1) embeddings in the residual stream: greedy text follows the last token and
+            # two different images gave the same output. Fan-in scaled weights in the vision
+            # tower, the projector and the language model make the context, images included,
+            # steer the output (red vs blue differ from the first tokens).
+            language_model = model.model.language_model
+            modules = [*model.model.vision_tower.modules(), *model.model.multi_modal_projector.modules()]
+            for module in [*modules, *language_model.modules()]:
+                if isinstance(module, torch.nn.Linear | torch.nn.Conv2d):
+                    fan_in = module.weight[0].numel()
+                    module.weight.copy_(torch.randn(module.weight.shape, generator=generator) / fan_in**0.5)
 
     model.generation_config = GenerationConfig(
         bos_token_id=pad_id,
@@ -413,7 +492,45 @@ def _build_hf_model(spec: ModelSpec, tokenizer_dir: Path, hf_dir: Path) -> None:
     model.save_pretrained(str(hf_dir))
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy2(tokenizer_dir / name, hf_dir / name)
+    if spec.vision is not None:
+        _image_processor(spec.vision).save_pretrained(str(hf_dir))
     del model
+
+
+def _llava(vision: VisionSpec, text_config: Any, image_token_id: int) -> Any:
+    from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    # Keyword dicts, as for Qwen2Config: the config classes take their fields as **kwargs.
+    vision_kwargs: dict[str, Any] = {
+        "hidden_size": vision.hidden_size,
+        "intermediate_size": vision.intermediate_size,
+        "num_hidden_layers": vision.num_layers,
+        "num_attention_heads": vision.num_heads,
+        "image_size": vision.image_size,
+        "patch_size": vision.patch_size,
+        "projection_dim": vision.hidden_size,
+    }
+    llava_kwargs: dict[str, Any] = {
+        "vision_config": CLIPVisionConfig(**vision_kwargs),
+        "text_config": text_config,
+        "image_token_id": image_token_id,
+        # "default" drops the CLS feature: (image_size / patch_size)^2 tokens per image.
+        "vision_feature_select_strategy": "default",
+        "vision_feature_layer": -2,
+        "image_seq_length": (vision.image_size // vision.patch_size) ** 2,
+        "tie_word_embeddings": text_config.tie_word_embeddings,
+    }
+    return LlavaForConditionalGeneration(LlavaConfig(**llava_kwargs)).eval()
+
+
+def _image_processor(vision: VisionSpec) -> Any:
+    # Constructed directly: the AutoImageProcessor path wants torchvision, which is not installed.
+    from transformers import CLIPImageProcessor
+
+    return CLIPImageProcessor(
+        size={"shortest_edge": vision.image_size},
+        crop_size={"height": vision.image_size, "width": vision.image_size},
+    )
 
 
 @contextlib.contextmanager
@@ -454,7 +571,7 @@ def _export(spec: ModelSpec, hf_dir: Path, ov_dir: Path) -> None:
     common: dict[str, Any] = {
         "model_name_or_path": str(hf_dir),
         "output": ov_dir,
-        "task": "text-generation-with-past",
+        "task": "text-generation-with-past" if spec.vision is None else "image-text-to-text",
         "convert_tokenizer": True,
         "library_name": "transformers",
         "local_files_only": True,
@@ -519,7 +636,13 @@ def _finalize_export(spec: ModelSpec, tokenizer_dir: Path, hf_dir: Path, ov_dir:
     # Written by the exporter from the checkpoint; copied again in case a future optimum drops it.
     if not (ov_dir / "generation_config.json").exists():
         shutil.copy2(hf_dir / "generation_config.json", ov_dir / "generation_config.json")
-    missing = [name for name in REQUIRED_FILES if not (ov_dir / name).is_file()]
+    if spec.vision is not None:
+        # openvino_genai reads a *flat* preprocessor_config.json; the exporter writes the nested
+        # processor_config.json only, and without the flat file the vision encoder fails with a
+        # shape mismatch (shared/feasibility.md).
+        shutil.copy2(hf_dir / "preprocessor_config.json", ov_dir / "preprocessor_config.json")
+    required = REQUIRED_FILES if spec.vision is None else REQUIRED_VLM_FILES
+    missing = [name for name in required if not (ov_dir / name).is_file()]
     if missing:
         raise RuntimeError(f"export into {ov_dir} is missing {missing}")
 
@@ -580,6 +703,7 @@ def _build(specs: list[ModelSpec], out_dir: Path, force: bool) -> dict[str, Path
         scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=out_dir))
         try:
             tokenizer_dir: Path | None = None
+            vlm_tokenizer_dir: Path | None = None
             for spec in todo:
                 target = out_dir / spec.name
                 # Another process may have finished it while we waited for the lock.
@@ -589,15 +713,19 @@ def _build(specs: list[ModelSpec], out_dir: Path, force: bool) -> dict[str, Path
                     continue
                 if tokenizer_dir is None:
                     tokenizer_dir = build_tokenizer(scratch / "tokenizer")
-                result[spec.name] = _build_one(spec, out_dir, scratch, tokenizer_dir)
+                if spec.vision is not None and vlm_tokenizer_dir is None:
+                    vlm_tokenizer_dir = build_vlm_tokenizer(tokenizer_dir, scratch / "tokenizer-vlm")
+                spec_tokenizer = tokenizer_dir if spec.vision is None else vlm_tokenizer_dir
+                assert spec_tokenizer is not None
+                result[spec.name] = _build_one(spec, out_dir, scratch, spec_tokenizer)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return result
 
 
 def build_demo_models(out_dir: Path, force: bool = False) -> dict[str, Path]:
-    """Build (or reuse) ``tiny-llm`` and ``tiny-draft`` in ``out_dir``; returns name -> directory."""
-    return _build([TINY_LLM_SPEC, TINY_DRAFT_SPEC], Path(out_dir), force)
+    """Build (or reuse) ``tiny-llm``, ``tiny-draft`` and ``tiny-vlm`` in ``out_dir``; returns name -> directory."""
+    return _build([TINY_LLM_SPEC, TINY_DRAFT_SPEC, TINY_VLM_SPEC], Path(out_dir), force)
 
 
 def build_benchmark_model(out_dir: Path, force: bool = False) -> Path:
@@ -617,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.monotonic()
-    specs = [TINY_LLM_SPEC, TINY_DRAFT_SPEC] + ([BENCH_SPEC] if args.benchmark else [])
+    specs = [TINY_LLM_SPEC, TINY_DRAFT_SPEC, TINY_VLM_SPEC] + ([BENCH_SPEC] if args.benchmark else [])
     # One _build call, so the tokenizer is trained once for all models.
     built = _build(specs, args.out_dir, force=args.force)
     for name, path in built.items():

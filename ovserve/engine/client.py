@@ -256,7 +256,7 @@ class EngineClient:
             raise ServiceUnavailableError(f"model '{self.spec.name}' is {self.state.value}; retry shortly")
         self._outbox.put(command)
 
-    async def generate(self, prompt_ids: list[int], params: msg.Params) -> AsyncGenerator[msg.SequenceOutput, None]:
+    async def generate(self, prompt: msg.EnginePrompt, params: msg.Params) -> AsyncGenerator[msg.SequenceOutput, None]:
         """Yield the request's outputs as the engine produces them.
 
         Leaving the iteration early (client disconnect, a stop string found by the server)
@@ -264,7 +264,7 @@ class EngineClient:
         """
         request_id = next(_request_ids)
         stream: asyncio.Queue[msg.EngineEvent | BaseException] = asyncio.Queue()
-        self._send((msg.ADD, request_id, prompt_ids, params))
+        self._send((msg.ADD, request_id, prompt, params))
         self._streams[request_id] = stream
         finished = False
         generated = steps = 0

@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 # parent -> child
-ADD = "add"  # (ADD, request_id, prompt_ids, params_dict)
+ADD = "add"  # (ADD, request_id, prompt_ids | VisionPrompt, params_dict)
 CANCEL = "cancel"  # (CANCEL, request_id)
 STATS = "stats"  # (STATS, token)
 SHUTDOWN = "shutdown"  # (SHUTDOWN,)
@@ -45,5 +47,20 @@ class RequestEnded:
 
 
 EngineEvent = SequenceOutput | RequestEnded
+
+
+@dataclass
+class VisionPrompt:
+    """A VLM request: a VLM pipeline takes prompt text, not token ids (see ``ovserve.vision``).
+
+    ``text`` is the rendered chat with ``<ov_genai_image_N>`` tags; ``images`` are uint8 RGB
+    arrays [H, W, 3] in tag order (numpy arrays pickle through the pipe as raw bytes).
+    """
+
+    text: str
+    images: list[np.ndarray]
+
+
+EnginePrompt = list[int] | VisionPrompt
 
 Params = dict[str, Any]

@@ -268,11 +268,17 @@ class EngineLoop:
                 self._running = False
                 return
 
-    def _add(self, request_id: int, prompt_ids: list[int], params: dict[str, Any], events: list[tuple]) -> None:
+    def _add(self, request_id: int, prompt: msg.EnginePrompt, params: dict[str, Any], events: list[tuple]) -> None:
         try:
             cfg = build_generation_config(self._pipe, params)
-            input_ids = self._ov.Tensor(np.array([prompt_ids], dtype=np.int64))
-            handle = self._pipe.add_request(request_id, input_ids, cfg)
+            if isinstance(prompt, msg.VisionPrompt):
+                # A VLM pipeline takes text, never token ids (text-only requests included);
+                # add_request runs the vision encoder at once, so the arrays are not kept.
+                images = [self._ov.Tensor(image[np.newaxis]) for image in prompt.images]
+                handle = self._pipe.add_request(request_id, prompt.text, images, cfg)
+            else:
+                input_ids = self._ov.Tensor(np.array([prompt], dtype=np.int64))
+                handle = self._pipe.add_request(request_id, input_ids, cfg)
         except Exception as exc:  # a config the engine refuses: fail this request only
             log.warning("request %d refused by the engine: %s", request_id, exc)
             events.append((msg.END, request_id, msg.ERROR_ENGINE, f"the engine refused the request: {exc}"))

@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ovserve.api.protocol import ChatCompletionRequest, ChatMessage
+from ovserve.engine.messages import VisionPrompt
 from ovserve.errors import ServiceUnavailableError, UnsupportedParameterError
 from ovserve.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
+from ovserve.media import ImageRequest, MediaResolver
 from ovserve.service.generation import ChoiceDelta, TokenCount, follow_choices, usage
 from ovserve.service.models import ModelRegistry, ServedModel
+from ovserve.vision import insert_image_tags
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +34,10 @@ class ChatJob:
 
     request: ChatCompletionRequest
     model: ServedModel
-    prompt_ids: list[int]
+    prompt_ids: list[int]  # for a VLM: the ids of the prompt with image tokens expanded (counting only)
     params: GenerationParams
     count: TokenCount = field(default_factory=TokenCount)
+    vision_prompt: VisionPrompt | None = None  # what a VLM's engine gets instead of prompt_ids
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -67,27 +71,35 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
 
 
 class ChatService:
-    def __init__(self, models: ModelRegistry) -> None:
+    def __init__(self, models: ModelRegistry, media: MediaResolver) -> None:
         self.models = models
+        self.media = media
 
     async def prepare(self, request: ChatCompletionRequest) -> ChatJob:
         model = self.models.get(request.model)
         if not model.engine.ready:
             raise ServiceUnavailableError(f"model '{model.name}' is {model.engine.state.value}; retry shortly")
-        for position, message in enumerate(request.messages):
-            if message.image_parts():
-                raise UnsupportedParameterError(
-                    f"model '{model.name}' does not accept images (messages[{position}] has an image_url part)",
-                    param=f"messages.{position}.content",
-                )
-        prompt = model.render_chat(
-            [_template_message(message) for message in request.messages],
-            request.tools,
-            request.chat_template_kwargs,
-        )
+        templated = [_template_message(message) for message in request.messages]
+        planned_images: list[ImageRequest] = []
+        if model.vision is None:
+            for position, message in enumerate(request.messages):
+                if message.image_parts():
+                    raise UnsupportedParameterError(
+                        f"model '{model.name}' does not accept images (messages[{position}] has an image_url part)",
+                        param=f"messages.{position}.content",
+                    )
+        else:
+            # Policy checks of every image_url first: no I/O yet, nothing contacted if one fails.
+            planned_images = self.media.plan(request.messages)
+            insert_image_tags(templated, request.messages)
+        prompt = model.render_chat(templated, request.tools, request.chat_template_kwargs)
+        counted = prompt
+        if model.vision is not None:
+            model.vision.check_prompt(prompt, len(planned_images))
+            counted = model.vision.expand_prompt(prompt)
         # Tokenizing a long prompt takes milliseconds: keep it off the event loop.
         prompt_ids = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: model.encode(prompt, add_special_tokens=False)
+            None, lambda: model.encode(counted, add_special_tokens=False)
         )
         max_new_tokens = resolve_max_new_tokens(
             request.output_limit,
@@ -100,11 +112,15 @@ class ChatService:
         params = resolve_generation_params(
             request, model.defaults, max_new_tokens=max_new_tokens, best_of_limit=model.best_of_limit, kind=model.kind
         )
-        return ChatJob(request=request, model=model, prompt_ids=prompt_ids, params=params)
+        vision_prompt = None
+        if model.vision is not None:
+            # Downloads and decoding come last, for requests that passed every other check.
+            vision_prompt = VisionPrompt(prompt, await self.media.load(planned_images))
+        return ChatJob(request=request, model=model, prompt_ids=prompt_ids, params=params, vision_prompt=vision_prompt)
 
     def run(self, job: ChatJob) -> AsyncIterator[ChoiceDelta]:
         """Engine outputs with stop sequences applied; ends when every choice has finished."""
-        outputs = job.model.engine.generate(job.prompt_ids, job.params.to_dict())
+        outputs = job.model.engine.generate(job.vision_prompt or job.prompt_ids, job.params.to_dict())
         return follow_choices(outputs, job.params, job.count)
 
     # -- response objects -------------------------------------------------------------------

@@ -16,6 +16,7 @@ from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import BadRequestError, ModelNotFoundError
 from ovserve.generation_config import ModelDefaults
+from ovserve.vision import VisionModel
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class ServedModel:
     defaults: ModelDefaults
     context_length: int
     created: int = 0
+    vision: VisionModel | None = None  # set for a VLM (the model dir has a vision encoder)
 
     @property
     def name(self) -> str:
@@ -109,6 +111,7 @@ class ServedModel:
             defaults=ModelDefaults.load(spec.model_path, settings.generation_config_path),
             context_length=read_context_length(spec.model_path),
             created=int(time.time()),
+            vision=VisionModel.detect(spec.model_path),
         )
 
     def render_chat(

@@ -1,0 +1,97 @@
+"""VLM prompt preparation: where image tags go, which text is refused, how prompts are counted."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from ovserve.api.protocol import ChatMessage
+from ovserve.errors import BadRequestError
+from ovserve.vision import VISION_ENCODER_FILE, VisionModel, insert_image_tags
+
+IMAGE = {"type": "image_url", "image_url": {"url": "data:,"}}
+
+
+def model_dir(tmp_path: Path, config: dict[str, object], *, vision: bool = True) -> Path:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if vision:
+        (tmp_path / VISION_ENCODER_FILE).write_text("<net/>")
+    return tmp_path
+
+
+LLAVA = {
+    "model_type": "llava",
+    "vision_feature_select_strategy": "default",
+    "vision_config": {"image_size": 336, "patch_size": 14},
+}
+
+
+def test_tags_replace_image_parts_in_order_across_messages() -> None:
+    messages = [
+        ChatMessage.model_validate({"role": "system", "content": "Be brief."}),
+        ChatMessage.model_validate(
+            {"role": "user", "content": [{"type": "text", "text": "a"}, IMAGE, {"type": "text", "text": "b"}, IMAGE]}
+        ),
+        ChatMessage.model_validate({"role": "assistant", "content": "ok"}),
+        ChatMessage.model_validate(
+            {"role": "user", "content": [IMAGE, {"type": "text", "text": "c"}, {"type": "text", "text": "d"}]}
+        ),
+    ]
+    templated = [{"role": m.role, "content": "\n".join(m.text_parts())} for m in messages]
+    assert insert_image_tags(templated, messages) == 3
+    assert [m["content"] for m in templated] == [
+        "Be brief.",
+        "a<ov_genai_image_0>b<ov_genai_image_1>",
+        "ok",
+        "<ov_genai_image_2>c\nd",
+    ]
+
+
+def test_text_only_model_dir_is_not_a_vlm(tmp_path: Path) -> None:
+    assert VisionModel.detect(model_dir(tmp_path, {"model_type": "qwen2"}, vision=False)) is None
+
+
+def test_llava_image_tokens_follow_its_vision_config(tmp_path: Path) -> None:
+    vision = VisionModel.detect(model_dir(tmp_path, LLAVA))
+    assert vision is not None and vision.expansion is not None
+    assert vision.expansion.tokens_per_image == 576
+    assert vision.expand_prompt("x<ov_genai_image_0>y") == "x" + "<image>" * 576 + "\ny"
+
+
+def test_llava_full_strategy_keeps_the_cls_token(tmp_path: Path) -> None:
+    vision = VisionModel.detect(model_dir(tmp_path, {**LLAVA, "vision_feature_select_strategy": "full"}))
+    assert vision is not None and vision.expansion is not None
+    assert vision.expansion.tokens_per_image == 577
+
+
+def test_unknown_family_counts_text_only_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        vision = VisionModel.detect(model_dir(tmp_path, {"model_type": "qwen2_vl"}))
+    assert vision is not None and vision.expansion is None
+    assert "count text tokens only" in caplog.text
+    assert vision.expand_prompt("x<ov_genai_image_0>y") == "xy"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "images"),
+    [
+        ("user says <ov_genai_image_0>", 0),
+        ("<ov_genai_image_0> and <ov_genai_image_0>", 1),
+        ("<ov_genai_image_1>", 1),
+        ("<ov_genai_image_0> then <image>", 1),
+    ],
+)
+def test_reserved_placeholders_are_refused(tmp_path: Path, prompt: str, images: int) -> None:
+    vision = VisionModel.detect(model_dir(tmp_path, LLAVA))
+    assert vision is not None
+    with pytest.raises(BadRequestError, match="reserved image placeholder"):
+        vision.check_prompt(prompt, images)
+
+
+def test_matching_tags_pass(tmp_path: Path) -> None:
+    vision = VisionModel.detect(model_dir(tmp_path, LLAVA))
+    assert vision is not None
+    vision.check_prompt("<ov_genai_image_0>x<ov_genai_image_1>", 2)
