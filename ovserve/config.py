@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
 from ovserve.graph import LLMNodeOptions, parse_graph, read_config
+from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
 
 PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
 
@@ -60,6 +61,10 @@ class ModelSettings(BaseModel):
             raise ValueError(
                 f"{self.source}: a draft model needs a continuous batching pipeline, not {self.pipeline_type}"
             )
+        for option, registry in (("tool_parser", TOOL_PARSERS), ("reasoning_parser", REASONING_PARSERS)):
+            chosen = getattr(self, option)
+            if chosen is not None and chosen not in registry:
+                raise ValueError(f"{self.source}: unknown {option} '{chosen}' (known: {', '.join(sorted(registry))})")
         if self.pipeline_type == "VLM":
             raise ValueError(f"{self.source}: pipeline_type VLM (stateful) is not supported; use VLM_CB or AUTO")
         return self

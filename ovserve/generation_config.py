@@ -121,6 +121,8 @@ class GenerationParams:
     max_ngram_size: int | None
     # OVMS: best_of > 1 is the beam width; n > 1 at temperature 0 can only come from beams too.
     beam_search: bool
+    # Guided generation ({"regex": ...}), set by the chat service from response_format / tools.
+    structured_output: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

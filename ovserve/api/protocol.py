@@ -201,6 +201,34 @@ class SamplingRequest(_Lenient):
         return sorted(self.model_extra or {})
 
 
+class FunctionDefinition(_Lenient):
+    # OpenAI: a-z, A-Z, 0-9, underscores and dashes, at most 64 characters.
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ToolDefinition(_Lenient):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedFunction(_Lenient):
+    name: str
+
+
+class NamedToolChoice(_Lenient):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class ResponseFormat(_Lenient):
+    """OpenAI's text / json_object / json_schema, and OVMS-style regex / const_string."""
+
+    type: Literal["text", "json_object", "json_schema", "regex", "const_string"]
+
+
 class ChatCompletionRequest(SamplingRequest):
     """The body of ``POST /v3/chat/completions``."""
 
@@ -209,9 +237,31 @@ class ChatCompletionRequest(SamplingRequest):
     # Only the chosen token's logprob exists (the engine gives no alternatives); top_logprobs > 0
     # is refused by the field policy.
     logprobs: bool = False
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tools: list[ToolDefinition] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    # False: at most one tool call is returned (and a forced call is exactly one).
+    parallel_tool_calls: bool = True
+    response_format: ResponseFormat | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _tool_choice_needs_tools(self) -> ChatCompletionRequest:
+        if self.tool_choice not in (None, "none", "auto") and not self.tools:
+            raise ValueError("'tool_choice' forcing a call needs 'tools'")
+        if isinstance(self.tool_choice, NamedToolChoice):
+            names = [tool.function.name for tool in self.tools or []]
+            if self.tool_choice.function.name not in names:
+                raise ValueError(f"tool_choice names '{self.tool_choice.function.name}', which is not in tools {names}")
+        return self
+
+    def template_tools(self) -> list[dict[str, Any]] | None:
+        """Tools as the chat template sees them: none for tool_choice none, only the named one if named."""
+        if not self.tools or self.tool_choice == "none":
+            return None
+        tools = self.tools
+        if isinstance(self.tool_choice, NamedToolChoice):
+            tools = [tool for tool in tools if tool.function.name == self.tool_choice.function.name]
+        return [tool.model_dump(exclude_none=True) for tool in tools]
 
     @property
     def output_limit(self) -> int | None:

@@ -46,7 +46,9 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     return payload
 
 
-_TYPE_TAG = re.compile(r"^(str|int|float|bool|none|list|dict|tagged-union|function-[a-z-]+)(\[.*\])?$")
+_TYPE_TAG = re.compile(
+    r"^(str|int|float|bool|none|list|dict|literal|tagged-union|function-[a-z-]+|[A-Z][A-Za-z0-9]*)(\[.*\])?$"
+)
 
 
 def validation_error(exc: ValidationError) -> BadRequestError:

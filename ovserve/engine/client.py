@@ -24,7 +24,7 @@ from typing import Any
 
 from ovserve.engine import messages as msg
 from ovserve.engine.spec import EngineSpec, PipelineKind
-from ovserve.errors import EngineError, ServiceUnavailableError
+from ovserve.errors import BadRequestError, EngineError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -276,6 +276,8 @@ class EngineClient:
                     raise event
                 if isinstance(event, msg.RequestEnded):
                     finished = True
+                    if event.error_kind == msg.ERROR_REFUSED:
+                        raise BadRequestError(event.error_message or "the engine refused the request")
                     if event.error_kind == msg.ERROR_IGNORED:
                         raise ServiceUnavailableError(event.error_message or "", code="engine_overloaded")
                     if event.error_kind is not None:

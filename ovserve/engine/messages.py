@@ -27,6 +27,7 @@ STATS_REPLY = "stats_reply"  # (STATS_REPLY, token, dict)
 # error kinds carried by END
 ERROR_ENGINE = "engine"  # step() raised while this request was in flight
 ERROR_IGNORED = "ignored"  # the scheduler refused the request (e.g. KV cache too small)
+ERROR_REFUSED = "refused"  # add_request refused the request's settings (e.g. a grammar it cannot compile)
 
 
 @dataclass

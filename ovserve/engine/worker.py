@@ -162,12 +162,26 @@ def build_generation_config(pipe: Any, params: dict[str, Any]) -> Any:
         # OVMS: an omitted seed means a random one; the engine's default would repeat itself.
         seed = params["seed"]
         cfg.rng_seed = seed if seed is not None else random.getrandbits(32)
+    if params.get("structured_output"):
+        import openvino_genai as ov_genai
+
+        # Compiled by the engine (xgrammar); a pattern it rejects fails add_request -> the client's 400.
+        cfg.structured_output_config = _structured_output_config(ov_genai, params["structured_output"])
     # Speculative / prompt-lookup knobs; the server only sends them to pipelines that use them.
     for name in ("num_assistant_tokens", "assistant_confidence_threshold", "max_ngram_size"):
         if params.get(name) is not None:
             setattr(cfg, name, params[name])
     cfg.validate()
     return cfg
+
+
+def _structured_output_config(ov_genai: Any, spec: dict[str, str]) -> Any:
+    """The engine object of a GrammarSpec (see ovserve.service.guided)."""
+    config = ov_genai.StructuredOutputConfig
+    if "trigger" not in spec:
+        return config(regex=spec["regex"])
+    tag = config.Tag(spec["begin"], config.Regex(spec["regex"]), spec["end"])
+    return config(compound_grammar=config.TriggeredTags(triggers=[spec["trigger"]], tags=[tag]))
 
 
 def _scheduler_config(settings: SchedulerSettings) -> Any:
@@ -281,7 +295,7 @@ class EngineLoop:
                 handle = self._pipe.add_request(request_id, input_ids, cfg)
         except Exception as exc:  # a config the engine refuses: fail this request only
             log.warning("request %d refused by the engine: %s", request_id, exc)
-            events.append((msg.END, request_id, msg.ERROR_ENGINE, f"the engine refused the request: {exc}"))
+            events.append((msg.END, request_id, msg.ERROR_REFUSED, f"the engine refused the request: {exc}"))
             return
         active = _Active(handle=handle, params=params)
         self._active[request_id] = active

@@ -8,6 +8,7 @@ for requests the engine will run.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -16,13 +17,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ovserve.api.protocol import ChatCompletionRequest, ChatMessage
+from ovserve.api.protocol import ChatCompletionRequest, ChatMessage, NamedToolChoice
 from ovserve.engine.messages import VisionPrompt
-from ovserve.errors import ServiceUnavailableError, UnsupportedParameterError
+from ovserve.errors import BadRequestError, ServiceUnavailableError, UnsupportedParameterError
 from ovserve.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
 from ovserve.media import ImageRequest, MediaResolver
 from ovserve.service.generation import ChoiceDelta, TokenCount, follow_choices, usage
+from ovserve.service.guided import (
+    GrammarSpec,
+    forced_tool_call_grammar,
+    guided_tool_calls_grammar,
+    response_format_grammar,
+)
 from ovserve.service.models import ModelRegistry, ServedModel
+from ovserve.service.output import ChoiceOutput, ParsedDelta, tool_call_deltas, tool_call_object
 from ovserve.vision import insert_image_tags
 
 log = logging.getLogger(__name__)
@@ -38,6 +46,7 @@ class ChatJob:
     params: GenerationParams
     count: TokenCount = field(default_factory=TokenCount)
     vision_prompt: VisionPrompt | None = None  # what a VLM's engine gets instead of prompt_ids
+    starts_in_reasoning: bool = False  # the template opened the reasoning block in the prompt
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -70,6 +79,36 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
     return rendered
 
 
+def _grammar(request: ChatCompletionRequest, model: ServedModel) -> GrammarSpec | None:
+    """The engine grammar for response_format or a forced tool call (they exclude each other)."""
+    response_format = request.response_format.model_dump() if request.response_format else None
+    from_format = response_format_grammar(response_format)
+    choice = request.tool_choice
+    if choice != "required" and not isinstance(choice, NamedToolChoice):
+        guide = model.settings.enable_tool_guided_generation and request.template_tools() and from_format is None
+        if guide and request.skip_special_tokens:
+            return guided_tool_calls_grammar(model.tool_format, request.template_tools() or [])
+        return from_format
+    if from_format is not None:
+        raise BadRequestError(
+            "response_format cannot constrain a forced tool call; send one of them", param="response_format"
+        )
+    forced = request.template_tools() or []
+    return forced_tool_call_grammar(model.tool_format, forced)
+
+
+def _choice_output(job: ChatJob) -> ChoiceOutput:
+    # OVMS: skip_special_tokens=false returns the raw text, parsers off.
+    raw = not job.request.skip_special_tokens
+    parse_tools = bool(job.request.template_tools()) and not raw
+    return ChoiceOutput(
+        tool_format=job.model.tool_format if parse_tools else None,
+        reasoning_format=None if raw else job.model.reasoning_format,
+        starts_in_reasoning=job.starts_in_reasoning,
+        single_call=not job.request.parallel_tool_calls,
+    )
+
+
 class ChatService:
     def __init__(self, models: ModelRegistry, media: MediaResolver) -> None:
         self.models = models
@@ -92,7 +131,7 @@ class ChatService:
             # Policy checks of every image_url first: no I/O yet, nothing contacted if one fails.
             planned_images = self.media.plan(request.messages)
             insert_image_tags(templated, request.messages)
-        prompt = model.render_chat(templated, request.tools, request.chat_template_kwargs)
+        prompt = model.render_chat(templated, request.template_tools(), request.chat_template_kwargs)
         counted = prompt
         if model.vision is not None:
             model.vision.check_prompt(prompt, len(planned_images))
@@ -112,11 +151,21 @@ class ChatService:
         params = resolve_generation_params(
             request, model.defaults, max_new_tokens=max_new_tokens, best_of_limit=model.best_of_limit, kind=model.kind
         )
+        grammar = _grammar(request, model)
+        if grammar is not None:
+            params = dataclasses.replace(params, structured_output=grammar)
         vision_prompt = None
         if model.vision is not None:
             # Downloads and decoding come last, for requests that passed every other check.
             vision_prompt = VisionPrompt(prompt, await self.media.load(planned_images))
-        return ChatJob(request=request, model=model, prompt_ids=prompt_ids, params=params, vision_prompt=vision_prompt)
+        return ChatJob(
+            request=request,
+            model=model,
+            prompt_ids=prompt_ids,
+            params=params,
+            vision_prompt=vision_prompt,
+            starts_in_reasoning=bool(model.reasoning_format and prompt.rstrip().endswith(model.reasoning_format.start)),
+        )
 
     def run(self, job: ChatJob) -> AsyncIterator[ChoiceDelta]:
         """Engine outputs with stop sequences applied; ends when every choice has finished."""
@@ -129,23 +178,43 @@ class ChatService:
         return usage(len(job.prompt_ids), job.count, cached_tokens_known=not job.model.prefix_caching)
 
     async def complete(self, job: ChatJob) -> dict[str, Any]:
-        texts: dict[int, list[str]] = {}
+        outputs = [_choice_output(job) for _ in range(job.params.n)]
+        parsed = [ParsedDelta() for _ in range(job.params.n)]
         finish: dict[int, str | None] = {}
         logprobs: dict[int, list[tuple[int, str, float]]] = {}
+
+        def add(index: int, delta: ParsedDelta) -> None:
+            parsed[index].reasoning += delta.reasoning
+            parsed[index].content += delta.content
+            parsed[index].tool_calls += delta.tool_calls
+
         async for delta in self.run(job):
-            texts.setdefault(delta.index, []).append(delta.text)
+            add(delta.index, outputs[delta.index].push(delta.text))
             if delta.logprobs:
                 logprobs.setdefault(delta.index, []).extend(delta.logprobs)
             if delta.finish_reason is not None:
                 finish[delta.index] = delta.finish_reason
+                add(delta.index, outputs[delta.index].finish())
         choices = []
-        for index in range(job.params.n):
+        for index, result in enumerate(parsed):
+            message: dict[str, Any] = {"role": "assistant", "content": result.content, "refusal": None}
+            if result.reasoning:
+                message["reasoning_content"] = result.reasoning
+            finish_reason = finish.get(index) or "stop"
+            if result.tool_calls:
+                # OpenAI: content is null when the answer is only tool calls.
+                message["content"] = result.content if result.content.strip() else None
+                message["tool_calls"] = [
+                    {key: value for key, value in tool_call_object(call, position).items() if key != "index"}
+                    for position, call in enumerate(result.tool_calls)
+                ]
+                finish_reason = "tool_calls"
             choices.append(
                 {
                     "index": index,
-                    "message": {"role": "assistant", "content": "".join(texts.get(index, [])), "refusal": None},
+                    "message": message,
                     "logprobs": _logprobs_object(logprobs.get(index)) if job.params.logprobs else None,
-                    "finish_reason": finish.get(index) or "stop",
+                    "finish_reason": finish_reason,
                 }
             )
         return {
@@ -172,6 +241,7 @@ class ChatService:
             }
 
         started: set[int] = set()
+        outputs: dict[int, ChoiceOutput] = {}
         async for delta in self.run(job):
             if delta.index not in started:
                 # OVMS: the role chunk marks the first generated token (clients measure TTFT on it).
@@ -186,17 +256,38 @@ class ChatService:
                         }
                     ]
                 )
-            if not delta.text and delta.finish_reason is None and not delta.logprobs:
-                continue
-            choice: dict[str, Any] = {
-                "index": delta.index,
-                "delta": {"content": delta.text} if delta.text else {},
-                "logprobs": _logprobs_object(delta.logprobs) if job.params.logprobs else None,
-                "finish_reason": delta.finish_reason,
-            }
-            yield chunk([choice])
+            output = outputs.setdefault(delta.index, _choice_output(job))
+            parsed = output.push(delta.text)
+            if delta.finish_reason is not None:
+                tail = output.finish()
+                parsed = ParsedDelta(
+                    parsed.reasoning + tail.reasoning,
+                    parsed.content + tail.content,
+                    parsed.tool_calls + tail.tool_calls,
+                )
+            logprobs = _logprobs_object(delta.logprobs) if job.params.logprobs else None
+            for piece in _delta_pieces(parsed, first_call_index=len(output.calls) - len(parsed.tool_calls)):
+                yield chunk([{"index": delta.index, "delta": piece, "logprobs": logprobs, "finish_reason": None}])
+                logprobs = None  # attached once, to the first piece of this step
+            if delta.finish_reason is not None:
+                finish_reason = "tool_calls" if output.calls else delta.finish_reason
+                yield chunk([{"index": delta.index, "delta": {}, "logprobs": logprobs, "finish_reason": finish_reason}])
+            elif logprobs is not None and logprobs["content"]:
+                yield chunk([{"index": delta.index, "delta": {}, "logprobs": logprobs, "finish_reason": None}])
         if include_usage:
             yield {**chunk([]), "usage": self.usage(job)}
+
+
+def _delta_pieces(parsed: ParsedDelta, *, first_call_index: int) -> list[dict[str, Any]]:
+    """The stream deltas of one parsed step: reasoning, then content, then each tool call."""
+    pieces: list[dict[str, Any]] = []
+    if parsed.reasoning:
+        pieces.append({"reasoning_content": parsed.reasoning})
+    if parsed.content:
+        pieces.append({"content": parsed.content})
+    for offset, call in enumerate(parsed.tool_calls):
+        pieces.extend({"tool_calls": [piece]} for piece in tool_call_deltas(call, first_call_index + offset))
+    return pieces
 
 
 def _logprobs_object(entries: list[tuple[int, str, float]] | None) -> dict[str, Any]:

@@ -18,7 +18,9 @@ from outlines_core.json_schema import build_regex_from_schema
 from ovserve.errors import BadRequestError
 from ovserve.parsers.base import ToolCallFormat
 
-# Engine grammar spec carried in GenerationParams.structured_output.
+# Engine grammar spec carried in GenerationParams.structured_output (plain data: it is pickled
+# to the engine process): {"regex": ...} for the whole output, or {"trigger", "begin", "regex",
+# "end"} for a grammar that applies only once the model writes the trigger (a tool call).
 GrammarSpec = dict[str, str]
 
 
@@ -81,13 +83,32 @@ def tool_call_schema(tool: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def forced_tool_call_grammar(fmt: ToolCallFormat | None, tools: list[dict[str, Any]]) -> GrammarSpec:
-    """A grammar that admits exactly one call of one of ``tools`` in the model's own format."""
+def _hermes_only(fmt: ToolCallFormat | None, what: str) -> None:
     if fmt is None or fmt.name != "hermes3":
         raise BadRequestError(
-            "tool_choice 'required' or a named tool needs a model whose tool format ovserve can force "
-            f"(hermes3/qwen); this model's format is {fmt.name if fmt else 'unknown'}",
+            f"{what} needs a model whose tool format ovserve can constrain (hermes3/qwen); "
+            f"this model's format is {fmt.name if fmt else 'unknown'}",
             param="tool_choice",
         )
-    alternatives = "|".join(f"({schema_regex(tool_call_schema(tool), param='tools')})" for tool in tools)
-    return {"regex": f"<tool_call>\\n({alternatives})\\n</tool_call>"}
+
+
+def _any_call_regex(tools: list[dict[str, Any]]) -> str:
+    return "|".join(f"({schema_regex(tool_call_schema(tool), param='tools')})" for tool in tools)
+
+
+def guided_tool_calls_grammar(fmt: ToolCallFormat | None, tools: list[dict[str, Any]]) -> GrammarSpec:
+    """enable_tool_guided_generation with tool_choice auto: free text, but a call the model starts
+    must be a valid call of one of ``tools`` (OVMS's structural tags, triggered by <tool_call>)."""
+    _hermes_only(fmt, "enable_tool_guided_generation")
+    return {
+        "trigger": "<tool_call>",
+        "begin": "<tool_call>\n",
+        "regex": f"({_any_call_regex(tools)})",
+        "end": "\n</tool_call>",
+    }
+
+
+def forced_tool_call_grammar(fmt: ToolCallFormat | None, tools: list[dict[str, Any]]) -> GrammarSpec:
+    """A grammar that admits exactly one call of one of ``tools`` in the model's own format."""
+    _hermes_only(fmt, "tool_choice 'required' or a named tool")
+    return {"regex": f"<tool_call>\\n({_any_call_regex(tools)})\\n</tool_call>"}

@@ -16,6 +16,8 @@ from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import BadRequestError, ModelNotFoundError
 from ovserve.generation_config import ModelDefaults
+from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
+from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 from ovserve.vision import VisionModel
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,9 @@ class ServedModel:
     context_length: int
     created: int = 0
     vision: VisionModel | None = None  # set for a VLM (the model dir has a vision encoder)
+    # How this model writes tool calls and reasoning (graph options, else detected from the template).
+    tool_format: ToolCallFormat | None = None
+    reasoning_format: ReasoningFormat | None = None
 
     @property
     def name(self) -> str:
@@ -112,6 +117,8 @@ class ServedModel:
             context_length=read_context_length(spec.model_path),
             created=int(time.time()),
             vision=VisionModel.detect(spec.model_path),
+            tool_format=tool_parser(settings.tool_parser) if settings.tool_parser else detect_tool_parser(source),
+            reasoning_format=reasoning_parser(settings.reasoning_parser) if settings.reasoning_parser else None,
         )
 
     def render_chat(

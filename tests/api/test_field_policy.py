@@ -22,8 +22,6 @@ REFUSED_EXAMPLES: dict[str, tuple[Any, Any]] = {
     "logprobs": (2, 0),
     "functions": ([{"name": "f", "parameters": {"type": "object"}}], []),
     "function_call": ({"name": "f"}, "none"),
-    "tool_choice": ("required", "auto"),
-    "parallel_tool_calls": (False, True),
     "response_format": ({"type": "json_object"}, {"type": "text"}),
     "modalities": (["text", "audio"], ["text"]),
     "audio": ({"voice": "alloy", "format": "wav"}, {}),

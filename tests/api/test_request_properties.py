@@ -65,7 +65,7 @@ COMMON: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "n": (st.integers(1, 4), st.one_of(st.integers(-1, 25), ODD)),
     "best_of": (st.integers(1, 4), st.one_of(st.integers(-1, 25), ODD)),
     "length_penalty": (_number(-3, 3), ODD),
-    "response_format": (st.just({"type": "text"}), st.one_of(st.just({"type": "json_object"}), ODD)),
+    "response_format": (st.just({"type": "text"}), st.one_of(st.just({"type": "xml"}), ODD)),
     "logit_bias": (st.just({}), st.one_of(st.just({"5": 3}), ODD)),
     "repeat_penalty": (st.floats(0.5, 2.0), ODD),
     "repeat_last_n": (st.just(-1), st.one_of(st.integers(0, 64), ODD)),
@@ -81,7 +81,11 @@ CHAT: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "logprobs": (st.booleans(), ODD),
     "top_logprobs": (st.just(0), st.one_of(st.integers(1, 3), ODD)),
     "tools": (st.just([{"type": "function", "function": {"name": "f"}}]), ODD),
-    "tool_choice": (st.sampled_from(["auto", "none"]), st.one_of(st.just("required"), ODD)),
+    "tool_choice": (st.sampled_from(["auto", "none", "required"]), ODD),
+    "response_format": (
+        st.sampled_from([{"type": "text"}, {"type": "json_object"}, {"type": "const_string", "value": "ok"}]),
+        st.one_of(st.just({"type": "json_schema", "json_schema": {"schema": {"type": "nonsense"}}}), ODD),
+    ),
     "chat_template_kwargs": (st.just({"enable_thinking": False}), st.one_of(st.just({"messages": 1}), ODD)),
 }
 COMPLETIONS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {

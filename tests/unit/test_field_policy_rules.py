@@ -36,7 +36,7 @@ def test_bools_are_not_numbers_for_neutral_values() -> None:
     with pytest.raises(UnsupportedParameterError):
         apply_field_policy({"mirostat": False}, Endpoint.CHAT, MODELLED, PASS)
     with pytest.raises(UnsupportedParameterError):
-        apply_field_policy({"parallel_tool_calls": 1}, Endpoint.CHAT, MODELLED, PASS)
+        apply_field_policy({"detokenize": 1}, Endpoint.CHAT, MODELLED, PASS)
 
 
 def test_rules_apply_only_to_their_endpoint() -> None:
