@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
-from ovserve.graph import LLMNodeOptions, parse_graph, read_config
+from ovserve.graph import GraphError, LLMNodeOptions, parse_graph, read_config
 from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
 
 PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
@@ -197,4 +197,15 @@ class ServerSettings(BaseModel):
 
 def models_from_config(config_path: Path) -> list[ModelSettings]:
     """Every servable of an OVMS ``config.json``; raises GraphError/ValueError naming file and field."""
-    return [ModelSettings.from_graph(entry.name, parse_graph(entry.graph_path)) for entry in read_config(config_path)]
+    models = []
+    for entry in read_config(config_path):
+        options = parse_graph(entry.graph_path)
+        try:
+            models.append(ModelSettings.from_graph(entry.name, options))
+        except ValidationError as exc:
+            # Name the graph even for checks that live in the settings models.
+            error = exc.errors(include_url=False)[0]
+            field = ".".join(str(part) for part in error["loc"]) or "options"
+            message = error["msg"].removeprefix("Value error, ").removeprefix(f"{entry.graph_path}: ")
+            raise GraphError(f"{entry.graph_path}: field '{field}': {message}") from None
+    return models

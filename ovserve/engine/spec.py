@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class PipelineKind(enum.Enum):
@@ -31,6 +31,16 @@ class SchedulerSettings(BaseModel):
     max_num_batched_tokens: int = Field(default=256, ge=1)
     dynamic_split_fuse: bool = True
     enable_prefix_caching: bool = False
+
+    @model_validator(mode="after")
+    def _fits_the_scheduler(self) -> SchedulerSettings:
+        # The engine checks this only inside step(), failing every request: refuse it at startup.
+        if not self.dynamic_split_fuse and self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least max_num_seqs "
+                f"({self.max_num_seqs}) when dynamic_split_fuse is off"
+            )
+        return self
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,7 @@ class ChatService:
         prompt_ids = await asyncio.get_running_loop().run_in_executor(
             None, lambda: model.encode(counted, add_special_tokens=False)
         )
+        model.check_prompt_length(len(prompt_ids), param="messages")
         max_new_tokens = resolve_max_new_tokens(
             request.output_limit,
             model.defaults,

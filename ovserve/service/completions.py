@@ -67,6 +67,7 @@ class CompletionService:
         for position, ids in enumerate(prompt_ids):
             if not ids:  # the engine cannot start from nothing
                 raise BadRequestError(f"prompt {position} encodes to no tokens", param="prompt")
+        model.check_prompt_length(max(len(ids) for ids in prompt_ids), param="prompt")
         # One sampling configuration serves every prompt: the longest one bounds the output.
         max_new_tokens = resolve_max_new_tokens(
             request.output_limit,

@@ -14,7 +14,7 @@ from ovserve.chat_template import ChatTemplate
 from ovserve.config import ModelSettings
 from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind
-from ovserve.errors import BadRequestError, ModelNotFoundError
+from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNotFoundError
 from ovserve.generation_config import ModelDefaults
 from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
@@ -81,6 +81,18 @@ class ServedModel:
     @property
     def max_tokens_limit(self) -> int | None:
         return self.settings.max_tokens_limit
+
+    def check_prompt_length(self, prompt_tokens: int, *, param: str) -> None:
+        """Without dynamic split-fuse the engine must take a prompt in one step; a longer prompt
+        makes ``step()`` raise, so it is the client's 400 before it reaches the engine."""
+        scheduler = self.spec.scheduler
+        split_off = self.kind.continuous_batching and not scheduler.dynamic_split_fuse
+        if split_off and prompt_tokens > scheduler.max_num_batched_tokens:
+            raise ContextLengthExceededError(
+                f"the prompt has {prompt_tokens} tokens but model '{self.name}' takes at most "
+                f"{scheduler.max_num_batched_tokens} per step (max_num_batched_tokens, dynamic_split_fuse off)",
+                param=param,
+            )
 
     @property
     def best_of_limit(self) -> int:

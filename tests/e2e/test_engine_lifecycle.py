@@ -145,3 +145,21 @@ def test_a_step_failure_fails_only_the_affected_request(tiny_llm: Path, tmp_path
         assert client.chat.completions.create(model="tiny-llm", messages=PROMPT, max_tokens=3).choices
     finally:
         server.stop()
+
+
+def test_prompt_longer_than_a_step_without_split_fuse_is_a_400(tiny_llm: Path, tmp_path: Path) -> None:
+    # With dynamic_split_fuse off the engine's step() raises on such a prompt; the server refuses it first.
+    server = start_server(
+        tmp_path, tiny_llm, "--dynamic_split_fuse", "false", "--max_num_batched_tokens", "64", "--max_num_seqs", "8"
+    )
+    try:
+        long_prompt = [{"role": "user", "content": "count the words in this sentence please " * 12}]
+        response = httpx.post(
+            f"{server.url}/v3/chat/completions", json={"model": "tiny-llm", "messages": long_prompt}, timeout=30
+        )
+        assert response.status_code == 400
+        assert "max_num_batched_tokens" in response.json()["error"]["message"]
+        short = server.client().chat.completions.create(model="tiny-llm", messages=PROMPT, max_tokens=3)
+        assert short.choices[0].message.content is not None
+    finally:
+        server.stop()

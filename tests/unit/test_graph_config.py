@@ -158,3 +158,10 @@ def test_cli_reports_a_config_mistake_without_a_traceback(tiny_llm: Path, tmp_pa
     assert result.returncode == 2
     assert "graph.pbtxt:7" in result.stderr and "cache_sizee" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_scheduler_that_cannot_step(tiny_llm: Path, tmp_path: Path) -> None:
+    options = 'models_path: "TINY"\n dynamic_split_fuse: false\n max_num_batched_tokens: 64'
+    message = load_error(repository(tmp_path, tiny_llm, options))
+    assert "graph.pbtxt" in message and "scheduler" in message
+    assert "max_num_batched_tokens (64)" in message and "max_num_seqs (256)" in message
