@@ -16,6 +16,7 @@ from tests.conftest import ROOT, Server, free_port
 
 GRAPHS = ROOT / "graphs"
 SERVED = ["tiny-llm", "tiny-llm-speculative", "tiny-llm-prompt-lookup", "tiny-llm-stateful"]
+VLM = "tiny-vlm"
 PROMPTS = [
     [{"role": "user", "content": "hello there"}],
     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about the sea."}],
@@ -53,8 +54,8 @@ def graphs_server(demo_models: dict[str, Path], tmp_path_factory: pytest.TempPat
 
 def test_models_lists_every_graph_and_each_has_readiness(graphs_server: Server) -> None:
     listed = [model.id for model in graphs_server.client().models.list()]
-    assert sorted(listed) == sorted(SERVED)
-    for name in SERVED:
+    assert sorted(listed) == sorted([*SERVED, VLM])
+    for name in [*SERVED, VLM]:
         assert httpx.get(f"{graphs_server.url}/v2/models/{name}/ready", timeout=5).status_code == 200
     missing = httpx.get(f"{graphs_server.url}/v2/models/nope/ready", timeout=5)
     assert missing.status_code == 404
@@ -76,6 +77,39 @@ def test_greedy_output_is_identical_across_pipelines_unary_and_stream(graphs_ser
         assert streamed == unary.choices[0].message.content, name
         texts[name] = streamed
     assert len(set(texts.values())) == 1, texts
+
+
+def test_vlm_graph_serves_images(graphs_server: Server) -> None:
+    import base64
+    import io
+
+    from PIL import Image
+
+    def data_url(color: str) -> str:
+        buffer = io.BytesIO()
+        Image.new("RGB", (56, 56), color).save(buffer, format="PNG")
+        return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+    def ask(color: str) -> openai.types.chat.ChatCompletion:
+        content = [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": data_url(color)}},
+        ]
+        return graphs_server.client().chat.completions.create(
+            model=VLM,
+            messages=[{"role": "user", "content": content}],
+            max_tokens=12,
+            temperature=0,  # type: ignore[arg-type]
+        )
+
+    red, blue = ask("red"), ask("blue")
+    assert red.choices[0].message.content != blue.choices[0].message.content  # the image is really used
+    # The LLM graphs of the same server still refuse images.
+    content = [{"type": "image_url", "image_url": {"url": data_url("red")}}]
+    with pytest.raises(openai.BadRequestError):
+        graphs_server.client().chat.completions.create(
+            model="tiny-llm", messages=[{"role": "user", "content": content}]
+        )  # type: ignore[arg-type]
 
 
 def test_unknown_model_is_404_in_openai_shape(graphs_server: Server) -> None:

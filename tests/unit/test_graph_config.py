@@ -51,6 +51,7 @@ def test_shipped_graphs_load_with_their_pipeline_kinds(demo_models: dict[str, Pa
         "tiny-llm-speculative": PipelineKind.SPECULATIVE,
         "tiny-llm-prompt-lookup": PipelineKind.PROMPT_LOOKUP,
         "tiny-llm-stateful": PipelineKind.STATEFUL,
+        "tiny-vlm": PipelineKind.CONTINUOUS_BATCHING,
     }
 
 
