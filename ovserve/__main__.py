@@ -1,4 +1,4 @@
-"""Command line: ``ovserve serve ...``."""
+"""Command line: ``ovserve serve ...`` and ``ovserve export text_generation ...``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from aiohttp import web
 from pydantic import ValidationError
 
-from ovserve import keys
+from ovserve import export, keys
 from ovserve.app import create_app, load_models
 from ovserve.config import MediaSettings, ModelSettings, ServerSettings, models_from_config
 from ovserve.engine.spec import SchedulerSettings
@@ -102,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="longest time to fetch one image, redirects included (s)",
     )
     serve.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    exporter = commands.add_parser(
+        "export",
+        help="export a Hugging Face model into an OVMS model repository (as OVMS's export_model.py)",
+        description="Export a Hugging Face model into an OVMS model repository that 'ovserve serve --config_path' "
+        "serves. Needs the export extras: pip install 'ovserve[export]'.",
+    )
+    export.add_export_arguments(exporter)
     return parser
 
 
@@ -194,6 +201,8 @@ async def serve(settings: ServerSettings) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "export":
+        return export.run(args)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = settings_from_args(args)

@@ -1,0 +1,290 @@
+"""Export, then serve: tiny Hugging Face checkpoints through scripts/export_model.py and `ovserve export`.
+
+The checkpoints are random Qwen2 models built offline with make_demo_models' helpers; the exports
+run the real optimum-intel, nncf and openvino_genai in a subprocess, as a user would run them, and
+the written repository is served by a real `ovserve serve --config_path` and queried with the
+openai SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import openvino_genai
+import pytest
+
+from tests.conftest import ROOT, Server
+from tests.e2e.test_graphs import OVMS_EXPORTED_GRAPH, start_config_server
+
+MESSAGES = [{"role": "user", "content": "hello there"}]
+# Files a served model directory needs besides graph.pbtxt (IR, tokenizer IRs, HF configs).
+SERVED_FILES = ("openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", "openvino_detokenizer.xml",
+                "generation_config.json", "tokenizer_config.json", "config.json")  # fmt: skip
+
+# What OVMS's export_model.py renders for the int8 command below (same flags, same spacing, including
+# its "enable_prefix_caching:  true" and the space after "dynamic_split_fuse: false,").
+INT8_GRAPH_OPTIONS = (
+    "          pipeline_type: LM_CB,\n"
+    '          models_path: "./",\n'
+    "          plugin_config: '{}',\n"
+    "          enable_prefix_caching:  true,\n"
+    "          cache_size: 1,\n"
+    "          max_num_batched_tokens: 512,\n"
+    "          dynamic_split_fuse: false, \n"
+    "          max_num_seqs: 8,\n"
+    '          device: "CPU",\n'
+    '          reasoning_parser: "qwen3",\n'
+    '          tool_parser: "hermes3",\n'
+)
+
+
+def ovms_graph(options_block: str) -> str:
+    """OVMS's graph with another LLMCalculatorOptions body (the rest of the file is fixed text)."""
+    head, rest = OVMS_EXPORTED_GRAPH.split("LLMCalculatorOptions]: {\n", 1)
+    return head + "LLMCalculatorOptions]: {\n" + options_block + rest[rest.index("      }\n  }") :]
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Hugging Face checkpoints of tiny-llm and tiny-draft (what a user downloads from the Hub)."""
+    from scripts.make_demo_models import TINY_DRAFT_SPEC, TINY_LLM_SPEC, _build_hf_model, build_tokenizer
+
+    root = tmp_path_factory.mktemp("hf")
+    tokenizer = build_tokenizer(root / "tokenizer")
+    for spec in (TINY_LLM_SPEC, TINY_DRAFT_SPEC):
+        _build_hf_model(spec, tokenizer, root / spec.name)
+    return {"tiny-llm": root / "tiny-llm", "tiny-draft": root / "tiny-draft", "tokenizer": tokenizer}
+
+
+def export_command(*args: str, script: bool = True) -> list[str]:
+    command = [sys.executable, "scripts/export_model.py"] if script else [sys.executable, "-m", "ovserve", "export"]
+    return [*command, "text_generation", *args]
+
+
+def start_export(*args: str, script: bool = True, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        export_command(*args, script=script),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+    )
+
+
+def finish(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    stdout, stderr = process.communicate(timeout=600)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def run_export(*args: str, script: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return finish(start_export(*args, script=script, env=env))
+
+
+def succeeded(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """The export's progress lines, after checking it succeeded."""
+    assert result.returncode == 0, result.stdout + result.stderr
+    return [line for line in result.stdout.splitlines() if line.startswith("[export]")]
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The user sees exit status 2 and a single readable line, never a traceback."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ovserve export: "), result.stderr
+    return lines[0]
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(path.relative_to(root)): (path.stat().st_size, path.stat().st_mtime_ns) for path in root.rglob("*")}
+
+
+@dataclass
+class Exports:
+    fp16: Path  # repository written by scripts/export_model.py: fp16 model + draft
+    int8: Path  # repository whose older model `ovserve export --overwrite_models` replaced at int8
+    fp16_result: subprocess.CompletedProcess[str]
+    int8_result: subprocess.CompletedProcess[str]
+    refused: subprocess.CompletedProcess[str]  # the same int8 command without --overwrite_models
+    before_refusal: dict[str, tuple[int, int]]
+    after_refusal: dict[str, tuple[int, int]]
+
+
+def int8_command(checkpoint: Path, repository: Path) -> tuple[str, ...]:
+    return (
+        "--source_model", str(checkpoint), "--model_name", "org/tiny-chat",
+        "--model_repository_path", str(repository), "--weight-format", "int8", "--pipeline_type", "LM_CB",
+        "--enable_prefix_caching", "--cache_size", "1", "--max_num_batched_tokens", "512",
+        "--disable_dynamic_split_fuse", "--max_num_seqs", "8",
+        "--tool_parser", "hermes3", "--reasoning_parser", "qwen3",
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def exports(
+    checkpoints: dict[str, Path], demo_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Exports:
+    """Both exports run at once (each spends most of its time importing torch and optimum)."""
+    root = tmp_path_factory.mktemp("export")
+    fp16 = root / "fp16"
+    # What an earlier export left: OVMS's layout holding the fp16 demo model and its draft.
+    int8 = root / "int8"
+    old = int8 / "org" / "tiny-chat"
+    shutil.copytree(demo_models["tiny-llm"], old)
+    shutil.copytree(demo_models["tiny-draft"], old / "tiny-draft")
+    (old / "graph.pbtxt").write_text(OVMS_EXPORTED_GRAPH)
+    (int8 / "config.json").write_text(
+        json.dumps({"mediapipe_config_list": [{"name": "org/tiny-chat", "base_path": "org/tiny-chat"}]}, indent=4)
+    )
+
+    before = snapshot(int8)
+    refused = run_export(*int8_command(checkpoints["tiny-llm"], int8), script=False)
+    after = snapshot(int8)
+    fp16_export = start_export(
+        "--source_model", str(checkpoints["tiny-llm"]), "--model_name", "org/tiny-chat",
+        "--draft_source_model", str(checkpoints["tiny-draft"]), "--weight-format", "fp16",
+        "--kv_cache_precision", "u8", "--model_repository_path", str(fp16),
+    )  # fmt: skip
+    int8_export = start_export(*int8_command(checkpoints["tiny-llm"], int8), "--overwrite_models", script=False)
+    return Exports(fp16, int8, finish(fp16_export), finish(int8_export), refused, before, after)
+
+
+@pytest.fixture()
+def served() -> Iterator[list[Server]]:
+    """Servers a test starts; stopped even when an assertion fails."""
+    servers: list[Server] = []
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+def test_fp16_speculative_export_is_ovms_layout_and_serves(
+    exports: Exports, checkpoints: dict[str, Path], tmp_path: Path, served: list[Server]
+) -> None:
+    stages = succeeded(exports.fp16_result)
+    # Visible progress, and the openvino_genai check comes before the graph is written.
+    check = max(i for i, line in enumerate(stages) if "check:" in line)
+    assert "check: generated" in stages[check]
+    assert check < next(i for i, line in enumerate(stages) if "graph.pbtxt" in line)
+
+    repository = exports.fp16
+    model = repository / "org" / "tiny-chat"
+    assert (model / "graph.pbtxt").read_text() == OVMS_EXPORTED_GRAPH
+    assert (repository / "config.json").read_text() == json.dumps(
+        {"mediapipe_config_list": [{"name": "org/tiny-chat", "base_path": "org/tiny-chat"}], "model_config_list": []},
+        indent=4,
+    )
+    for directory in (model, model / "tiny-draft"):
+        missing = [name for name in SERVED_FILES if not (directory / name).is_file()]
+        assert not missing, (directory, missing)
+    # The checkpoint's sampling defaults and chat template are what the server will apply.
+    source = checkpoints["tiny-llm"]
+    assert (model / "generation_config.json").read_text() == (source / "generation_config.json").read_text()
+    assert (model / "tokenizer_config.json").read_text() == (source / "tokenizer_config.json").read_text()
+    template = json.loads((source / "tokenizer_config.json").read_text())["chat_template"]
+    assert openvino_genai.Tokenizer(str(model)).chat_template == template
+    assert not list(repository.rglob(".ovserve-export-*")), "staging directories left behind"
+
+    server = start_config_server(tmp_path, repository / "config.json")
+    served.append(server)
+    completion = server.client().chat.completions.create(
+        model="org/tiny-chat", messages=MESSAGES, max_tokens=12, temperature=0,
+        extra_body={"ignore_eos": True, "num_assistant_tokens": 3},
+    )  # fmt: skip
+    assert completion.model == "org/tiny-chat"
+    assert completion.usage is not None and completion.usage.completion_tokens == 12
+    assert completion.choices[0].message.content
+    assert "speculative pipeline" in server.log()
+
+
+def test_rerun_refuses_without_overwrite_and_changes_nothing(exports: Exports) -> None:
+    message = one_line_error(exports.refused)
+    assert "already exists" in message and "--overwrite_models" in message
+    assert exports.after_refusal == exports.before_refusal
+
+
+def test_overwrite_replaces_the_model_with_an_int8_plain_export(
+    exports: Exports, demo_models: dict[str, Path], tmp_path: Path, served: list[Server]
+) -> None:
+    succeeded(exports.int8_result)
+    repository = exports.int8
+    model = repository / "org" / "tiny-chat"
+    assert (model / "graph.pbtxt").read_text() == ovms_graph(INT8_GRAPH_OPTIONS)
+    assert not (model / "tiny-draft").exists(), "the old model's draft survived the replacement"
+    # int8 weights: about half the bytes of the fp16 model they replaced.
+    fp16_bytes = (demo_models["tiny-llm"] / "openvino_model.bin").stat().st_size
+    assert (model / "openvino_model.bin").stat().st_size < 0.6 * fp16_bytes
+    # The entry is updated in place, not added twice.
+    config = json.loads((repository / "config.json").read_text())
+    assert config["mediapipe_config_list"] == [{"name": "org/tiny-chat", "base_path": "org/tiny-chat"}]
+    assert not list(repository.rglob(".ovserve-export-*")), "staging directories left behind"
+
+    server = start_config_server(tmp_path, repository / "config.json")
+    served.append(server)
+    completion = server.client().chat.completions.create(
+        model="org/tiny-chat", messages=MESSAGES, max_tokens=12, temperature=0, extra_body={"ignore_eos": True}
+    )
+    assert completion.usage is not None and completion.usage.completion_tokens == 12
+    assert completion.choices[0].message.content
+    assert "continuous_batching pipeline" in server.log()
+
+
+# -- mistakes are refused in one line, before anything is written -----------------------------------
+
+
+def copy_checkpoint(checkpoints: dict[str, Path], tmp_path: Path, *, without: tuple[str, ...] = ()) -> Path:
+    copy = tmp_path / "checkpoint"
+    shutil.copytree(checkpoints["tiny-llm"], copy, ignore=shutil.ignore_patterns(*without))
+    return copy
+
+
+def test_hub_id_offline_and_not_cached_says_how_to_use_a_local_directory(tmp_path: Path) -> None:
+    result = run_export(
+        "--source_model", "Qwen/Qwen2.5-0.5B-Instruct", "--model_repository_path", str(tmp_path / "models"),
+        env={"HF_HUB_CACHE": str(tmp_path / "empty-cache")},
+    )  # fmt: skip
+    message = one_line_error(result)
+    assert "Qwen/Qwen2.5-0.5B-Instruct" in message and "HF_HUB_OFFLINE=1" in message
+    assert "--source_model DIR" in message
+    assert not (tmp_path / "models").exists()
+
+
+def test_checkpoint_without_tokenizer_is_refused(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    source = copy_checkpoint(checkpoints, tmp_path, without=("tokenizer.json", "tokenizer_config.json"))
+    message = one_line_error(
+        run_export("--source_model", str(source), "--model_repository_path", str(tmp_path / "models"))
+    )
+    assert "has no tokenizer" in message and str(source) in message
+    assert not (tmp_path / "models").exists()
+
+
+def test_too_little_disk_is_refused_before_exporting(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    source = copy_checkpoint(checkpoints, tmp_path)
+    # A sparse checkpoint twice the free space: as big as a real model on a full disk, without using the disk.
+    free = shutil.disk_usage(tmp_path).free
+    with (source / "model.safetensors").open("r+b") as weights:
+        weights.truncate(min(2 * free + 2**30, 8 * 2**40))
+    message = one_line_error(
+        run_export("--source_model", str(source), "--model_repository_path", str(tmp_path / "models"))
+    )
+    assert "not enough disk space" in message and "GB" in message
+    assert not (tmp_path / "models").exists()
+
+
+def test_unsupported_architecture_is_named(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    source = copy_checkpoint(checkpoints, tmp_path)
+    config = json.loads((source / "config.json").read_text())
+    config.update(model_type="acme_lm", architectures=["AcmeForCausalLM"])
+    (source / "config.json").write_text(json.dumps(config))
+    message = one_line_error(
+        run_export("--source_model", str(source), "--model_repository_path", str(tmp_path / "models"))
+    )
+    assert "optimum-intel cannot export model type 'acme_lm' (AcmeForCausalLM)" in message
+    assert not (tmp_path / "models").exists()
