@@ -49,9 +49,15 @@ import time
 import traceback
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from pydantic import ValidationError
+
+from ovserve.config import ModelSettings
+from ovserve.engine.spec import PipelineKind
+from ovserve.graph import GraphError, parse_graph
 
 WEIGHT_FORMATS = ("fp32", "fp16", "int8", "int4")
 PIPELINE_TYPES = ("LM", "LM_CB", "VLM", "VLM_CB", "AUTO")
@@ -355,6 +361,8 @@ def plan_from_args(args: argparse.Namespace) -> ExportPlan:
             extra = NPU_QUANTIZATION_PARAMS
     if extra and weight_format not in {"int8", "int4"}:
         raise ExportError(f"--extra_quantization_params apply to int8 and int4 weights, not {weight_format}")
+    quantization_params = shlex.split(extra) if extra else []
+    parse_compression_options(weight_format, quantization_params)
 
     plugin_config: dict[str, Any] = {}
     if args.kv_cache_precision:
@@ -405,7 +413,7 @@ def plan_from_args(args: argparse.Namespace) -> ExportPlan:
         repository=repository,
         config_path=config_path,
         weight_format=weight_format,
-        quantization_params=shlex.split(extra) if extra else [],
+        quantization_params=quantization_params,
         draft_source=draft_source,
         graph=graph,
         overwrite=args.overwrite_models,
@@ -633,31 +641,48 @@ class _OptimumArgumentParser(argparse.ArgumentParser):
         raise ExportError(f"--extra_quantization_params: {message}")
 
 
-def quantization_config(plan: ExportPlan, source: Source, params: list[str]) -> dict[str, Any] | None:
-    """The weight-compression config optimum-cli builds for ``--weight-format F PARAMS``.
+# optimum-cli's options that shape weight compression (the ones its no_compression_parameter_provided
+# looks at, plus the statistics cache); anything else there (--task, --library, ...) is export plumbing
+# this command decides itself.
+COMPRESSION_OPTIONS = {
+    "ratio", "group_size", "sym", "all_layers", "dataset", "num_samples", "awq", "scale_estimation", "gptq",
+    "lora_correction", "sensitivity_metric", "backup_precision", "group_size_fallback", "quantization_statistics_path",
+}  # fmt: skip
 
-    Parsed with optimum-cli's own option parser and config helpers, so every optimum-cli
-    compression option works and model-specific default int4 configs apply as there.
-    """
-    if plan.weight_format in {"fp16", "fp32"}:
-        return None
-    from optimum.commands.export.openvino import (
-        no_compression_parameter_provided,
-        parse_args_openvino,
-        prepare_wc_config,
-    )
-    from optimum.intel.openvino.configuration import _DEFAULT_4BIT_WQ_CONFIG, get_default_quantization_config
+
+def parse_compression_options(weight_format: str, params: list[str], model: str = "model") -> argparse.Namespace:
+    """``--extra_quantization_params`` through optimum-cli's own option parser (a cheap import), so
+    they mean exactly what they mean to optimum-cli and mistakes surface before the export starts."""
+    from optimum.commands.export.openvino import parse_args_openvino
 
     parser = _OptimumArgumentParser(prog="optimum-cli export openvino", add_help=False)
     parse_args_openvino(parser)
-    args = parser.parse_args(["--model", source.id, "--weight-format", plan.weight_format, *params, "unused"])
+    args = parser.parse_args(["--model", model, "--weight-format", weight_format, *params, "unused-output"])
+    defaults = parser.parse_args(["--model", model, "--weight-format", weight_format, "unused-output"])
+    for action in parser._actions:
+        if action.dest not in COMPRESSION_OPTIONS and getattr(args, action.dest) != getattr(defaults, action.dest):
+            raise ExportError(
+                f"--extra_quantization_params: {action.option_strings[-1]} is not a weight compression option"
+            )
+    return args
+
+
+def quantization_config(weight_format: str, params: list[str], model_id: str) -> dict[str, Any] | None:
+    """The weight-compression config optimum-cli builds for ``--weight-format F PARAMS``: its own
+    helpers, so model-specific default configs (tuned int4 settings for known Hub ids) apply too."""
+    if weight_format in {"fp16", "fp32"}:
+        return None
+    from optimum.commands.export.openvino import no_compression_parameter_provided, prepare_wc_config
+    from optimum.intel.openvino.configuration import _DEFAULT_4BIT_WQ_CONFIG, get_default_quantization_config
+
+    args = parse_compression_options(weight_format, params, model_id)
     config: dict[str, Any] = prepare_wc_config(args, _DEFAULT_4BIT_WQ_CONFIG)
     if no_compression_parameter_provided(args):
-        default = get_default_quantization_config(source.id, plan.weight_format)
+        default = get_default_quantization_config(model_id, weight_format)
         if default is not None:
-            _stage(f"using optimum-intel's tuned {plan.weight_format} config for {source.id}: {default}")
+            _stage(f"using optimum-intel's tuned {weight_format} config for {model_id}: {default}")
             config = default
-        elif plan.weight_format == "int4":
+        elif weight_format == "int4":
             config = dict(_DEFAULT_4BIT_WQ_CONFIG)
     return config
 
@@ -693,15 +718,14 @@ def _export_environment(staging: Path) -> Iterator[None]:
         tempfile.tempdir = saved_tempdir
 
 
-def export_ir(source: Source, output: Path, task: str, plan: ExportPlan, params: list[str], label: str) -> None:
+def export_ir(source: Source, output: Path, task: str, weight_format: str, compression: Any, label: str) -> None:
     """optimum-cli export openvino --weight-format F PARAMS --trust-remote-code, in-process."""
     from optimum.exporters.openvino import main_export
     from optimum.exporters.openvino.__main__ import _main_quantize
     from optimum.intel import OVConfig
     from optimum.intel.openvino.configuration import _GPTOSSQuantizationConfig
 
-    compression = quantization_config(plan, source, params)
-    ov_config = OVConfig(dtype=plan.weight_format) if compression is None else OVConfig(quantization_config=compression)
+    ov_config = OVConfig(dtype=weight_format) if compression is None else OVConfig(quantization_config=compression)
     common: dict[str, Any] = {
         "model_name_or_path": source.model_name_or_path,
         "task": task,
@@ -721,7 +745,7 @@ def export_ir(source: Source, output: Path, task: str, plan: ExportPlan, params:
     # As optimum-cli: compress in a second pass unless the config is the GPT-OSS two-pass workaround,
     # which main_export already applied.
     if compression and not isinstance(compression, _GPTOSSQuantizationConfig):
-        _stage(f"{label}: compressing weights to {plan.weight_format} (nncf)")
+        _stage(f"{label}: compressing weights to {weight_format} (nncf)")
         from huggingface_hub import constants
 
         _main_quantize(quantization_config=compression, output=output, cache_dir=constants.HF_HUB_CACHE, **common)
@@ -779,62 +803,73 @@ def _template_in_source(source: Source) -> bool:
 # -- openvino_genai check ---------------------------------------------------------------------------
 
 
-def check_loads(model_dir: Path, draft_dir: Path | None, task: str, source: Source) -> None:
-    """Build the pipeline the server will build and generate a token: a broken export fails here,
-    before the repository changes. Always on CPU: the exporting machine may lack the target device."""
+# Plugin properties for the target device that the CPU check must not get: NPU-only keys, and the
+# deployment's compilation cache, which a check on the export machine should not fill.
+_NOT_FOR_THE_CPU_CHECK = {"MAX_PROMPT_LEN", "CACHE_DIR"}
+
+
+def check_loads(settings: ModelSettings, task: str, source: Source) -> None:
+    """Build the pipeline the server will build from the graph and generate a token, so a broken
+    export fails here, before the repository changes. On CPU, with a KV cache that grows on demand:
+    the exporting machine may lack the target device, and the check needs a few blocks only."""
     import numpy as np
     import openvino as ov
     import openvino_genai
 
+    from ovserve.engine.worker import build_pipeline
+
     started = time.monotonic()
-    kind = "VLM continuous batching" if task == VLM_TASK else "speculative" if draft_dir else "continuous batching"
+    spec = settings.engine_spec()
+    grow = {"cache_size": 0}
+    spec = replace(
+        spec,
+        device="CPU",
+        draft_device="CPU" if spec.draft_models_path else None,
+        scheduler=spec.scheduler.model_copy(update=grow),
+        draft_scheduler=spec.draft_scheduler.model_copy(update=grow) if spec.draft_scheduler else None,
+        plugin_config={k: v for k, v in spec.plugin_config.items() if k not in _NOT_FOR_THE_CPU_CHECK},
+    )
+    kind = f"{'VLM ' if task == VLM_TASK else ''}{spec.kind.value.replace('_', ' ')}"
     _stage(f"check: loading in openvino_genai ({kind} pipeline on CPU) and generating a token")
-    tokenizer = openvino_genai.Tokenizer(str(model_dir))
+    tokenizer = openvino_genai.Tokenizer(str(spec.model_path))
     has_template = bool(tokenizer.chat_template)
     if _template_in_source(source) and not has_template:
         raise ExportError(f"the chat template of {source.describe()} did not reach openvino_tokenizer.xml")
     if not has_template:
         _stage("note: the model has no chat template; chat requests need one (this may be a base model)")
-
-    scheduler = openvino_genai.SchedulerConfig()
-    scheduler.cache_size = 0  # grow on demand: a one-token check needs a few blocks
-    scheduler.max_num_seqs = 1
-    properties: dict[str, Any] = {}
-    if draft_dir is not None:
-        properties["draft_model"] = openvino_genai.draft_model(str(draft_dir), "CPU")
     try:
-        pipe = openvino_genai.ContinuousBatchingPipeline(str(model_dir), scheduler, "CPU", properties)
-        config = pipe.get_config()
+        pipe = build_pipeline(spec)
+        config = pipe.get_config() if spec.kind.continuous_batching else pipe.get_generation_config()
         config.max_new_tokens = 1
         config.do_sample = False
         config.apply_chat_template = has_template
-        if draft_dir is not None:
+        if spec.kind in {PipelineKind.SPECULATIVE, PipelineKind.PROMPT_LOOKUP}:
             config.num_assistant_tokens = 2
+        if spec.kind is PipelineKind.PROMPT_LOOKUP:
+            config.max_ngram_size = 2
         if task == VLM_TASK:
             image = ov.Tensor(np.full((1, 64, 64, 3), 128, dtype=np.uint8))
             results: Any = pipe.generate(["Describe the image."], images=[[image]], generation_config=[config])
-            tokens = results[0].texts
+            text = results[0].texts[0] if results[0].texts else ""
+        elif spec.kind.continuous_batching:
+            text = pipe.generate(["Hello"], [config])[0].m_generation_ids[0]
         else:
-            tokens = pipe.generate(["Hello"], [config])[0].m_generation_ids
+            text = str(pipe.generate("Hello", config))
     except RuntimeError as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ExportError(f"the exported model does not load in openvino_genai: {first_line}") from exc
-    if not tokens:
-        raise ExportError("the exported model loads in openvino_genai but generated nothing")
-    _stage(f"check: generated {tokens[0]!r} in {time.monotonic() - started:.1f} s")
+        # OpenVINO's messages span lines (file:line of each frame); one line, the gist first.
+        detail = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        detail = (detail[:400] + " ...") if len(detail) > 400 else detail or type(exc).__name__
+        raise ExportError(f"the exported model does not load in openvino_genai: {detail}") from exc
+    _stage(f"check: generated {text!r} in {time.monotonic() - started:.1f} s")
 
 
 # -- the whole export -------------------------------------------------------------------------------
 
 
-def _check_ovserve_accepts(graph_path: Path, name: str) -> None:
-    from pydantic import ValidationError
-
-    from ovserve.config import ModelSettings
-    from ovserve.graph import GraphError, parse_graph
-
+def ovserve_settings(graph_path: Path, name: str) -> ModelSettings:
+    """What ``ovserve serve --config_path`` makes of the graph; ExportError if it would refuse it."""
     try:
-        ModelSettings.from_graph(name, parse_graph(graph_path))
+        return ModelSettings.from_graph(name, parse_graph(graph_path))
     except GraphError as exc:
         raise ExportError(f"ovserve refuses the written graph: {exc}") from exc
     except ValidationError as exc:
@@ -881,25 +916,26 @@ def export_text_generation(plan: ExportPlan) -> None:
     _stage(f"model type {config.get('model_type')} -> task {task}")
     if draft is not None and detect_task(*draft) != TEXT_TASK:
         raise ExportError(f"the draft model must be a text model; {draft[0].describe()} is a VLM")
+    compression = quantization_config(plan.weight_format, plan.quantization_params, source.id)
+    # OVMS exports the draft at the model's weight format, without the extra parameters.
+    draft_compression = quantization_config(plan.weight_format, [], draft[0].id) if draft else None
 
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{target.name}-", dir=target.parent))
     try:
         staged = staging / "model"
         with _export_environment(staging):
-            export_ir(source, staged, task, plan, plan.quantization_params, "model")
+            export_ir(source, staged, task, plan.weight_format, compression, "model")
             finalize_export(source, staged, task)
-            draft_dir = None
             if draft is not None and plan.graph.draft_dir_name:
                 draft_dir = staged / plan.graph.draft_dir_name
-                # OVMS exports the draft at the model's weight format, without extra parameters.
-                export_ir(draft[0], draft_dir, TEXT_TASK, plan, [], "draft")
+                export_ir(draft[0], draft_dir, TEXT_TASK, plan.weight_format, draft_compression, "draft")
                 finalize_export(draft[0], draft_dir, TEXT_TASK)
-        check_loads(staged, draft_dir, task, source)
-
+        # The graph goes into the staging directory first: the check builds what the server will
+        # build from it, and the repository sees neither unless both are good.
         graph_path = staged / "graph.pbtxt"
         graph_path.write_text(render_graph(plan.graph), encoding="utf-8")
-        _check_ovserve_accepts(graph_path, plan.model_name)
+        check_loads(ovserve_settings(graph_path, plan.model_name), task, source)
 
         _swap_into_place(staged, target, staging / "replaced")
     finally:
