@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import ROOT, Server
 from tests.e2e.test_graphs import OVMS_EXPORTED_GRAPH, start_config_server
+from tests.ovms import ovms_graph
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
 # Files a served model directory needs besides graph.pbtxt (IR, tokenizer IRs, HF configs).
@@ -43,12 +44,6 @@ INT8_GRAPH_OPTIONS = (
     '          reasoning_parser: "qwen3",\n'
     '          tool_parser: "hermes3",\n'
 )
-
-
-def ovms_graph(options_block: str) -> str:
-    """OVMS's graph with another LLMCalculatorOptions body (the rest of the file is fixed text)."""
-    head, rest = OVMS_EXPORTED_GRAPH.split("LLMCalculatorOptions]: {\n", 1)
-    return head + "LLMCalculatorOptions]: {\n" + options_block + rest[rest.index("      }\n  }") :]
 
 
 @pytest.fixture(scope="session")
