@@ -13,10 +13,10 @@ from the local cache), check it has a tokenizer and that the disk can hold the r
 task from its config (text or image-text-to-text), export with optimum-intel's Python API in a
 staging directory next to the target (``main_export`` then nncf weight compression, built from
 optimum-cli's own option parser so ``--extra_quantization_params`` mean what they mean there),
-restore the checkpoint's tokenizer/generation files, load the result in openvino_genai and
-generate a token, write ``graph.pbtxt`` and check ovserve accepts it, then swap the staging
-directory into place and add or update the ``config.json`` entry. A failure at any step leaves the
-repository as it was.
+restore the checkpoint's tokenizer/generation files, write ``graph.pbtxt`` there and check that
+ovserve accepts it, build the pipeline it describes in openvino_genai and generate a token, then
+swap the staging directory into place and add or update the ``config.json`` entry. A failure at
+any step leaves the repository as it was.
 
 Differences from OVMS's script, on purpose:
 
@@ -57,10 +57,9 @@ from pydantic import ValidationError
 
 from ovserve.config import ModelSettings
 from ovserve.engine.spec import PipelineKind
-from ovserve.graph import GraphError, parse_graph
+from ovserve.graph import PIPELINE_TYPES, GraphError, parse_graph
 
 WEIGHT_FORMATS = ("fp32", "fp16", "int8", "int4")
-PIPELINE_TYPES = ("LM", "LM_CB", "VLM", "VLM_CB", "AUTO")
 # OVMS's choices for these flags; the parsers themselves belong to the serving side.
 TOOL_PARSERS = ("llama3", "phi4", "hermes3", "qwen3", "mistral")
 REASONING_PARSERS = ("qwen3",)
@@ -877,6 +876,16 @@ def ovserve_settings(graph_path: Path, name: str) -> ModelSettings:
         raise ExportError(f"ovserve refuses the written graph: {message}") from exc
 
 
+def _remove_empty_parents(directory: Path, stop: Path) -> None:
+    """Remove ``directory`` and its parents below ``stop`` while they are empty."""
+    while directory != stop and stop in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:  # not empty: a model lives here
+            return
+        directory = directory.parent
+
+
 def _swap_into_place(staged: Path, target: Path, aside: Path) -> None:
     """Replace ``target`` by ``staged``; the old directory ends up in ``aside`` (deleted by the caller)."""
     if not target.exists():
@@ -920,6 +929,8 @@ def export_text_generation(plan: ExportPlan) -> None:
     # OVMS exports the draft at the model's weight format, without the extra parameters.
     draft_compression = quantization_config(plan.weight_format, [], draft[0].id) if draft else None
 
+    # Directories this run creates (e.g. models/Qwen/) are removed again if the export fails.
+    created = _existing_ancestor(target.parent)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{target.name}-", dir=target.parent))
     try:
@@ -940,6 +951,7 @@ def export_text_generation(plan: ExportPlan) -> None:
         _swap_into_place(staged, target, staging / "replaced")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        _remove_empty_parents(target.parent, created)
     _stage(f"wrote {target} and its graph.pbtxt")
 
     base_path = os.path.relpath(target, plan.config_path.parent)

@@ -97,8 +97,12 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    return {str(path.relative_to(root)): (path.stat().st_size, path.stat().st_mtime_ns) for path in root.rglob("*")}
+def snapshot(root: Path) -> dict[str, tuple[int, int] | None]:
+    """Every file's size and mtime, and which directories exist (their mtimes move with any staging)."""
+    return {
+        str(path.relative_to(root)): (path.stat().st_size, path.stat().st_mtime_ns) if path.is_file() else None
+        for path in root.rglob("*")
+    }
 
 
 @dataclass
@@ -108,8 +112,11 @@ class Exports:
     fp16_result: subprocess.CompletedProcess[str]
     int8_result: subprocess.CompletedProcess[str]
     refused: subprocess.CompletedProcess[str]  # the same int8 command without --overwrite_models
-    before_refusal: dict[str, tuple[int, int]]
-    after_refusal: dict[str, tuple[int, int]]
+    before_refusal: dict[str, tuple[int, int] | None]
+    after_refusal: dict[str, tuple[int, int] | None]
+    failed: Path  # repository whose older model an export of a corrupt checkpoint tried to replace
+    failed_result: subprocess.CompletedProcess[str]
+    before_failure: dict[str, tuple[int, int] | None]
 
 
 def int8_command(checkpoint: Path, repository: Path) -> tuple[str, ...]:
@@ -126,29 +133,42 @@ def int8_command(checkpoint: Path, repository: Path) -> tuple[str, ...]:
 def exports(
     checkpoints: dict[str, Path], demo_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Exports:
-    """Both exports run at once (each spends most of its time importing torch and optimum)."""
+    """The exports run at once (each spends most of its time importing torch and optimum)."""
     root = tmp_path_factory.mktemp("export")
     fp16 = root / "fp16"
-    # What an earlier export left: OVMS's layout holding the fp16 demo model and its draft.
-    int8 = root / "int8"
-    old = int8 / "org" / "tiny-chat"
-    shutil.copytree(demo_models["tiny-llm"], old)
-    shutil.copytree(demo_models["tiny-draft"], old / "tiny-draft")
-    (old / "graph.pbtxt").write_text(OVMS_EXPORTED_GRAPH)
-    (int8 / "config.json").write_text(
-        json.dumps({"mediapipe_config_list": [{"name": "org/tiny-chat", "base_path": "org/tiny-chat"}]}, indent=4)
-    )
+    int8 = earlier_export(root / "int8", demo_models)
+    failed = earlier_export(root / "failed", demo_models)
+    corrupt = root / "corrupt-checkpoint"
+    shutil.copytree(checkpoints["tiny-llm"], corrupt)
+    (corrupt / "model.safetensors").write_bytes(b"\x00" * 4096)  # a download cut short
 
     before = snapshot(int8)
     refused = run_export(*int8_command(checkpoints["tiny-llm"], int8), script=False)
     after = snapshot(int8)
+    before_failure = snapshot(failed)
     fp16_export = start_export(
         "--source_model", str(checkpoints["tiny-llm"]), "--model_name", "org/tiny-chat",
         "--draft_source_model", str(checkpoints["tiny-draft"]), "--weight-format", "fp16",
         "--kv_cache_precision", "u8", "--model_repository_path", str(fp16),
     )  # fmt: skip
     int8_export = start_export(*int8_command(checkpoints["tiny-llm"], int8), "--overwrite_models", script=False)
-    return Exports(fp16, int8, finish(fp16_export), finish(int8_export), refused, before, after)
+    failing_export = start_export(*int8_command(corrupt, failed), "--overwrite_models")
+    return Exports(
+        fp16, int8, finish(fp16_export), finish(int8_export), refused, before, after,
+        failed, finish(failing_export), before_failure,
+    )  # fmt: skip
+
+
+def earlier_export(repository: Path, demo_models: dict[str, Path]) -> Path:
+    """What an earlier export left: OVMS's layout holding the fp16 demo model and its draft."""
+    old = repository / "org" / "tiny-chat"
+    shutil.copytree(demo_models["tiny-llm"], old)
+    shutil.copytree(demo_models["tiny-draft"], old / "tiny-draft")
+    (old / "graph.pbtxt").write_text(OVMS_EXPORTED_GRAPH)
+    (repository / "config.json").write_text(
+        json.dumps({"mediapipe_config_list": [{"name": "org/tiny-chat", "base_path": "org/tiny-chat"}]}, indent=4)
+    )
+    return repository
 
 
 @pytest.fixture()
@@ -229,6 +249,16 @@ def test_overwrite_replaces_the_model_with_an_int8_plain_export(
     assert completion.usage is not None and completion.usage.completion_tokens == 12
     assert completion.choices[0].message.content
     assert "continuous_batching pipeline" in server.log()
+
+
+def test_failed_overwrite_keeps_the_old_model(exports: Exports) -> None:
+    result = exports.failed_result
+    assert result.returncode == 1, result.stdout + result.stderr
+    # Not a mistake a message can explain: the traceback is kept, the last line says what happened.
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ovserve export: export failed (") and last.endswith("the repository was left as it was")
+    assert snapshot(exports.failed) == exports.before_failure
+    assert "model: converting" in result.stdout, "it failed in the export, not in an earlier check"
 
 
 # -- mistakes are refused in one line, before anything is written -----------------------------------
