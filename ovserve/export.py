@@ -876,6 +876,16 @@ def ovserve_settings(graph_path: Path, name: str) -> ModelSettings:
         raise ExportError(f"ovserve refuses the written graph: {message}") from exc
 
 
+def _check_not_overlapping(source: Source, target: Path) -> None:
+    # Replacing the target must not delete the checkpoint being exported.
+    local = source.local_dir
+    if local is not None and (local == target or target in local.parents or local in target.parents):
+        raise ExportError(
+            f"the checkpoint {local} and the export target {target} overlap; "
+            "export into another --model_repository_path or --model_name"
+        )
+
+
 def _remove_empty_parents(directory: Path, stop: Path) -> None:
     """Remove ``directory`` and its parents below ``stop`` while they are empty."""
     while directory != stop and stop in directory.parents:
@@ -910,12 +920,14 @@ def export_text_generation(plan: ExportPlan) -> None:
 
     source = resolve_source(plan.source)
     _stage(f"source: {source.describe()}")
+    _check_not_overlapping(source, target)
     config = source.config()
     check_tokenizer(source)
     draft: tuple[Source, dict[str, Any]] | None = None
     if plan.draft_source:
         draft_source = resolve_source(plan.draft_source)
         _stage(f"draft source: {draft_source.describe()}")
+        _check_not_overlapping(draft_source, target)
         draft = (draft_source, draft_source.config())
         check_tokenizer(draft_source)
     check_disk(plan, [(source, config), *([draft] if draft else [])])

@@ -119,3 +119,14 @@ def test_unreadable_config_json_is_refused_before_exporting(tmp_path: Path, caps
     error = capsys.readouterr().err.strip()
     assert "config.json is not a readable JSON config" in error and "\n" not in error
     assert [path.name for path in repository.iterdir()] == ["config.json"]
+
+
+def test_exporting_a_checkpoint_over_itself_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint = tmp_path / "models" / "my-model"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text('{"model_type": "qwen2"}')
+    argv = ["text_generation", "--source_model", str(checkpoint), "--model_repository_path", str(tmp_path / "models"),
+            "--overwrite_models"]  # fmt: skip
+    assert main(argv) == 2
+    assert "overlap" in capsys.readouterr().err
+    assert [path.name for path in checkpoint.iterdir()] == ["config.json"]
