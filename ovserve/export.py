@@ -527,7 +527,14 @@ def resolve_source(source: str) -> Source:
             f"{source} is not a local directory and not in the Hugging Face cache ({constants.HF_HUB_CACHE}), "
             f"and {reason}: {_offline_advice(source)}"
         ) from None
-    return Source(id=source, local_dir=cached, files=_local_files(cached))
+    files = _local_files(cached)
+    if not _weights_bytes(files):
+        # hf_hub_download of single files (a config, a tokenizer) leaves a snapshot without weights.
+        raise ExportError(
+            f"the Hugging Face cache holds only part of {source} ({cached} has no weights), "
+            f"and {reason}: {_offline_advice(source)}"
+        )
+    return Source(id=source, local_dir=cached, files=files)
 
 
 def _weights_bytes(files: dict[str, int]) -> int:

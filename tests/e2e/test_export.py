@@ -119,9 +119,9 @@ class Exports:
     before_failure: dict[str, tuple[int, int] | None]
 
 
-def int8_command(checkpoint: Path, repository: Path) -> tuple[str, ...]:
+def int8_command(source: str, repository: Path) -> tuple[str, ...]:
     return (
-        "--source_model", str(checkpoint), "--model_name", "org/tiny-chat",
+        "--source_model", source, "--model_name", "org/tiny-chat",
         "--model_repository_path", str(repository), "--weight-format", "int8", "--pipeline_type", "LM_CB",
         "--enable_prefix_caching", "--cache_size", "1", "--max_num_batched_tokens", "512",
         "--disable_dynamic_split_fuse", "--max_num_seqs", "8",
@@ -142,8 +142,10 @@ def exports(
     shutil.copytree(checkpoints["tiny-llm"], corrupt)
     (corrupt / "model.safetensors").write_bytes(b"\x00" * 4096)  # a download cut short
 
+    # The int8 export reads "acme/tiny-chat" from a Hugging Face cache, as after `hf download` online.
+    hub_cache = hub_cache_with(root / "hub-cache", "acme/tiny-chat", checkpoints["tiny-llm"])
     before = snapshot(int8)
-    refused = run_export(*int8_command(checkpoints["tiny-llm"], int8), script=False)
+    refused = run_export(*int8_command("acme/tiny-chat", int8), script=False, env=hub_cache)
     after = snapshot(int8)
     before_failure = snapshot(failed)
     fp16_export = start_export(
@@ -151,12 +153,26 @@ def exports(
         "--draft_source_model", str(checkpoints["tiny-draft"]), "--weight-format", "fp16",
         "--kv_cache_precision", "u8", "--model_repository_path", str(fp16),
     )  # fmt: skip
-    int8_export = start_export(*int8_command(checkpoints["tiny-llm"], int8), "--overwrite_models", script=False)
-    failing_export = start_export(*int8_command(corrupt, failed), "--overwrite_models")
+    int8_export = start_export(*int8_command("acme/tiny-chat", int8), "--overwrite_models", script=False, env=hub_cache)
+    failing_export = start_export(*int8_command(str(corrupt), failed), "--overwrite_models")
     return Exports(
         fp16, int8, finish(fp16_export), finish(int8_export), refused, before, after,
         failed, finish(failing_export), before_failure,
     )  # fmt: skip
+
+
+def hub_cache_with(cache: Path, model_id: str, checkpoint: Path, only: tuple[str, ...] = ()) -> dict[str, str]:
+    """A Hugging Face hub cache (HF_HUB_CACHE layout) holding ``checkpoint`` as ``model_id``'s main revision."""
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    repo = cache / f"models--{model_id.replace('/', '--')}"
+    snapshot_dir = repo / "snapshots" / revision
+    snapshot_dir.mkdir(parents=True)
+    for path in checkpoint.iterdir():
+        if not only or path.name in only:
+            shutil.copy2(path, snapshot_dir / path.name)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    return {"HF_HUB_CACHE": str(cache)}
 
 
 def earlier_export(repository: Path, demo_models: dict[str, Path]) -> Path:
@@ -228,7 +244,8 @@ def test_rerun_refuses_without_overwrite_and_changes_nothing(exports: Exports) -
 def test_overwrite_replaces_the_model_with_an_int8_plain_export(
     exports: Exports, demo_models: dict[str, Path], tmp_path: Path, served: list[Server]
 ) -> None:
-    succeeded(exports.int8_result)
+    stages = succeeded(exports.int8_result)
+    assert any("source: acme/tiny-chat (cached in" in line for line in stages), stages
     repository = exports.int8
     model = repository / "org" / "tiny-chat"
     assert (model / "graph.pbtxt").read_text() == ovms_graph(INT8_GRAPH_OPTIONS)
@@ -279,6 +296,15 @@ def test_hub_id_offline_and_not_cached_says_how_to_use_a_local_directory(tmp_pat
     assert "Qwen/Qwen2.5-0.5B-Instruct" in message and "HF_HUB_OFFLINE=1" in message
     assert "--source_model DIR" in message
     assert not (tmp_path / "models").exists()
+
+
+def test_hub_id_partly_cached_offline_is_a_clear_error(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    # `hf download acme/tiny-chat config.json` fetched the config but not the weights.
+    cache = hub_cache_with(tmp_path / "cache", "acme/tiny-chat", checkpoints["tiny-llm"], only=("config.json",))
+    result = run_export("--source_model", "acme/tiny-chat", "--model_repository_path", str(tmp_path / "m"), env=cache)
+    message = one_line_error(result)
+    assert "holds only part of acme/tiny-chat" in message and "--source_model DIR" in message
+    assert not (tmp_path / "m").exists()
 
 
 def test_checkpoint_without_tokenizer_is_refused(checkpoints: dict[str, Path], tmp_path: Path) -> None:
