@@ -58,11 +58,9 @@ from pydantic import ValidationError
 from ovserve.config import ModelSettings
 from ovserve.engine.spec import PipelineKind
 from ovserve.graph import PIPELINE_TYPES, GraphError, parse_graph
+from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
 
 WEIGHT_FORMATS = ("fp32", "fp16", "int8", "int4")
-# OVMS's choices for these flags; the parsers themselves belong to the serving side.
-TOOL_PARSERS = ("llama3", "phi4", "hermes3", "qwen3", "mistral")
-REASONING_PARSERS = ("qwen3",)
 NPU_QUANTIZATION_PARAMS = "--sym --ratio 1.0 --group-size -1"
 
 TEXT_TASK = "text-generation-with-past"
@@ -205,12 +203,39 @@ def read_repository_config(config_path: Path) -> dict[str, Any]:
     return data
 
 
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Serialise config.json updates of exports running at once into one repository.
+
+    flock on the directory itself: no lock file is left in the repository. Where there is no
+    flock (Windows), concurrent exports into one repository are not supported.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def add_servable(config_path: Path, name: str, base_path: str) -> bool:
     """Add ``{"name", "base_path"}`` to mediapipe_config_list, or update the entry with that name.
 
     Written with indent=4 like OVMS, through a temporary file and a rename so a crash never leaves
-    a truncated config. Returns True if the entry already existed.
+    a truncated config, under a lock so concurrent exports keep each other's entries. Returns True
+    if the entry already existed.
     """
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(config_path.parent):
+        return _add_servable(config_path, name, base_path)
+
+
+def _add_servable(config_path: Path, name: str, base_path: str) -> bool:
     data = read_repository_config(config_path)
     entries = data.setdefault("mediapipe_config_list", [])
     existing = [entry for entry in entries if isinstance(entry, dict) and entry.get("name") == name]
@@ -218,7 +243,6 @@ def add_servable(config_path: Path, name: str, base_path: str) -> bool:
         entry["base_path"] = base_path
     if not existing:
         entries.append({"name": name, "base_path": base_path})
-    config_path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp creates the file 0600; keep the old file's mode, or the one open() would give.
     umask = os.umask(0)
     os.umask(umask)
@@ -281,8 +305,9 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     text.add_argument("--draft_model_name", help="the draft's sub-directory name (default: from its source)")
     text.add_argument("--max_prompt_len", type=int, help="NPU only: longest prompt in tokens")
     text.add_argument("--prompt_lookup_decoding", action="store_true", help="serve with prompt-lookup decoding")
-    text.add_argument("--tool_parser", choices=TOOL_PARSERS)
-    text.add_argument("--reasoning_parser", choices=REASONING_PARSERS)
+    # The server's parser registry: a graph naming another parser would not load.
+    text.add_argument("--tool_parser", choices=sorted(TOOL_PARSERS), help="default: detected from the chat template")
+    text.add_argument("--reasoning_parser", choices=sorted(REASONING_PARSERS))
 
 
 def build_parser() -> argparse.ArgumentParser:

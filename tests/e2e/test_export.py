@@ -1,6 +1,6 @@
 """Export, then serve: tiny Hugging Face checkpoints through scripts/export_model.py and `ovserve export`.
 
-The checkpoints are random Qwen2 models built offline with make_demo_models' helpers; the exports
+The checkpoints are random Qwen2 and LLaVA models built offline with make_demo_models' helpers; the exports
 run the real optimum-intel, nncf and openvino_genai in a subprocess, as a user would run them, and
 the written repository is served by a real `ovserve serve --config_path` and queried with the
 openai SDK.
@@ -20,6 +20,7 @@ from pathlib import Path
 import openvino_genai
 import pytest
 
+from tests import images
 from tests.conftest import ROOT, Server
 from tests.e2e.test_graphs import OVMS_EXPORTED_GRAPH, start_config_server
 from tests.ovms import ovms_graph
@@ -48,14 +49,22 @@ INT8_GRAPH_OPTIONS = (
 
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Hugging Face checkpoints of tiny-llm and tiny-draft (what a user downloads from the Hub)."""
-    from scripts.make_demo_models import TINY_DRAFT_SPEC, TINY_LLM_SPEC, _build_hf_model, build_tokenizer
+    """Hugging Face checkpoints of tiny-llm, tiny-draft and tiny-vlm (what a user downloads from the Hub)."""
+    from scripts.make_demo_models import (
+        TINY_DRAFT_SPEC,
+        TINY_LLM_SPEC,
+        TINY_VLM_SPEC,
+        _build_hf_model,
+        build_tokenizer,
+        build_vlm_tokenizer,
+    )
 
     root = tmp_path_factory.mktemp("hf")
     tokenizer = build_tokenizer(root / "tokenizer")
     for spec in (TINY_LLM_SPEC, TINY_DRAFT_SPEC):
         _build_hf_model(spec, tokenizer, root / spec.name)
-    return {"tiny-llm": root / "tiny-llm", "tiny-draft": root / "tiny-draft", "tokenizer": tokenizer}
+    _build_hf_model(TINY_VLM_SPEC, build_vlm_tokenizer(tokenizer, root / "vlm-tokenizer"), root / "tiny-vlm")
+    return {name: root / name for name in ("tiny-llm", "tiny-draft", "tiny-vlm")}
 
 
 def export_command(*args: str, script: bool = True) -> list[str]:
@@ -107,9 +116,10 @@ def snapshot(root: Path) -> dict[str, tuple[int, int] | None]:
 
 @dataclass
 class Exports:
-    fp16: Path  # repository written by scripts/export_model.py: fp16 model + draft
-    int8: Path  # repository whose older model `ovserve export --overwrite_models` replaced at int8
+    fp16: Path  # repository written by scripts/export_model.py: fp16 model + draft, and an int8 VLM
     fp16_result: subprocess.CompletedProcess[str]
+    vlm_result: subprocess.CompletedProcess[str]
+    int8: Path  # repository whose older model `ovserve export --overwrite_models` replaced at int8
     int8_result: subprocess.CompletedProcess[str]
     refused: subprocess.CompletedProcess[str]  # the same int8 command without --overwrite_models
     before_refusal: dict[str, tuple[int, int] | None]
@@ -153,10 +163,15 @@ def exports(
         "--draft_source_model", str(checkpoints["tiny-draft"]), "--weight-format", "fp16",
         "--kv_cache_precision", "u8", "--model_repository_path", str(fp16),
     )  # fmt: skip
+    # Into the same repository at the same time: both entries must end up in its config.json.
+    vlm_export = start_export(
+        "--source_model", str(checkpoints["tiny-vlm"]), "--weight-format", "int8",
+        "--model_repository_path", str(fp16),
+    )  # fmt: skip
     int8_export = start_export(*int8_command("acme/tiny-chat", int8), "--overwrite_models", script=False, env=hub_cache)
     failing_export = start_export(*int8_command(str(corrupt), failed), "--overwrite_models")
     return Exports(
-        fp16, int8, finish(fp16_export), finish(int8_export), refused, before, after,
+        fp16, finish(fp16_export), finish(vlm_export), int8, finish(int8_export), refused, before, after,
         failed, finish(failing_export), before_failure,
     )  # fmt: skip
 
@@ -196,9 +211,15 @@ def served() -> Iterator[list[Server]]:
         server.stop()
 
 
-def test_fp16_speculative_export_is_ovms_layout_and_serves(
-    exports: Exports, checkpoints: dict[str, Path], tmp_path: Path, served: list[Server]
-) -> None:
+@pytest.fixture(scope="module")
+def fp16_server(exports: Exports, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`ovserve serve --config_path` on the repository the script wrote (LLM + draft, VLM)."""
+    server = start_config_server(tmp_path_factory.mktemp("serve"), exports.fp16 / "config.json")
+    yield server
+    server.stop()
+
+
+def test_fp16_speculative_export_is_ovms_layout(exports: Exports, checkpoints: dict[str, Path]) -> None:
     stages = succeeded(exports.fp16_result)
     # Visible progress, and the openvino_genai check comes before the graph is written.
     check = max(i for i, line in enumerate(stages) if "check:" in line)
@@ -208,10 +229,14 @@ def test_fp16_speculative_export_is_ovms_layout_and_serves(
     repository = exports.fp16
     model = repository / "org" / "tiny-chat"
     assert (model / "graph.pbtxt").read_text() == OVMS_EXPORTED_GRAPH
-    assert (repository / "config.json").read_text() == json.dumps(
-        {"mediapipe_config_list": [{"name": "org/tiny-chat", "base_path": "org/tiny-chat"}], "model_config_list": []},
-        indent=4,
-    )
+    # OVMS's config.json: indent 4, one entry per export (the VLM export ran at the same time).
+    config = json.loads((repository / "config.json").read_text())
+    assert (repository / "config.json").read_text() == json.dumps(config, indent=4)
+    assert config["model_config_list"] == []
+    assert sorted(config["mediapipe_config_list"], key=lambda entry: entry["name"]) == [
+        {"name": "org/tiny-chat", "base_path": "org/tiny-chat"},
+        {"name": "tiny-vlm", "base_path": "tiny-vlm"},
+    ]
     for directory in (model, model / "tiny-draft"):
         missing = [name for name in SERVED_FILES if not (directory / name).is_file()]
         assert not missing, (directory, missing)
@@ -223,16 +248,49 @@ def test_fp16_speculative_export_is_ovms_layout_and_serves(
     assert openvino_genai.Tokenizer(str(model)).chat_template == template
     assert not list(repository.rglob(".ovserve-export-*")), "staging directories left behind"
 
-    server = start_config_server(tmp_path, repository / "config.json")
-    served.append(server)
-    completion = server.client().chat.completions.create(
+
+def test_fp16_speculative_export_serves_completions(fp16_server: Server) -> None:
+    completion = fp16_server.client().chat.completions.create(
         model="org/tiny-chat", messages=MESSAGES, max_tokens=12, temperature=0,
         extra_body={"ignore_eos": True, "num_assistant_tokens": 3},
     )  # fmt: skip
     assert completion.model == "org/tiny-chat"
     assert completion.usage is not None and completion.usage.completion_tokens == 12
     assert completion.choices[0].message.content
-    assert "speculative pipeline" in server.log()
+    assert "'org/tiny-chat'" in fp16_server.log() and "speculative pipeline" in fp16_server.log()
+
+
+def test_vlm_export_answers_about_the_image(
+    exports: Exports, checkpoints: dict[str, Path], fp16_server: Server
+) -> None:
+    stages = succeeded(exports.vlm_result)
+    assert any("task image-text-to-text" in line for line in stages), stages
+    model = exports.fp16 / "tiny-vlm"
+    # The flat image-processor config openvino_genai's vision encoder reads, as in the checkpoint.
+    assert json.loads((model / "preprocessor_config.json").read_text()) == json.loads(
+        (checkpoints["tiny-vlm"] / "preprocessor_config.json").read_text()
+    )
+    assert (model / "graph.pbtxt").read_text() == ovms_graph(
+        '          models_path: "./",\n'
+        "          plugin_config: '{}',\n"
+        "          enable_prefix_caching: false,\n"
+        "          cache_size: 10,\n"
+        "          max_num_seqs: 256,\n"
+        '          device: "CPU",\n'
+    )
+
+    def describe(color: tuple[int, int, int]) -> str:
+        content = [{"type": "text", "text": "What is in the picture?"},
+                   {"type": "image_url", "image_url": {"url": images.data_url(images.solid(color))}}]  # fmt: skip
+        completion = fp16_server.client().chat.completions.create(
+            model="tiny-vlm", messages=[{"role": "user", "content": content}], max_tokens=8, temperature=0,
+            extra_body={"ignore_eos": True},
+        )  # fmt: skip
+        assert completion.usage is not None and completion.usage.completion_tokens == 8
+        return completion.choices[0].message.content or ""
+
+    # The image reaches the model: a red and a blue picture get different greedy answers.
+    assert describe(images.RED) != describe(images.BLUE)
 
 
 def test_rerun_refuses_without_overwrite_and_changes_nothing(exports: Exports) -> None:
