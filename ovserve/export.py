@@ -262,7 +262,7 @@ def _add_servable(config_path: Path, name: str, base_path: str) -> bool:
 # -- command line ---------------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
+def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -298,9 +298,9 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     text.add_argument("--kv_cache_precision", choices=["u8"], help="KV cache precision (plugin_config)")
     text.add_argument("--enable_prefix_caching", action="store_true")
     text.add_argument("--disable_dynamic_split_fuse", dest="dynamic_split_fuse", action="store_false")
-    text.add_argument("--max_num_batched_tokens", type=_positive_int)
-    text.add_argument("--max_num_seqs", type=_positive_int, default=256)
-    text.add_argument("--cache_size", type=_positive_int, default=10, help="KV cache in GB (0: grow on demand)")
+    text.add_argument("--max_num_batched_tokens", type=_non_negative_int)
+    text.add_argument("--max_num_seqs", type=_non_negative_int, default=256)
+    text.add_argument("--cache_size", type=_non_negative_int, default=10, help="KV cache in GB (0: grow on demand)")
     text.add_argument("--draft_source_model", help="draft model (Hub id or directory) for speculative decoding")
     text.add_argument("--draft_model_name", help="the draft's sub-directory name (default: from its source)")
     text.add_argument("--max_prompt_len", type=int, help="NPU only: longest prompt in tokens")
