@@ -94,31 +94,18 @@ class Server:
                 self.process.wait()
 
 
-def start_server(
+def launch_server(
     tmp_path: Path,
-    model_path: Path,
-    *extra_args: str,
+    serve_args: list[str],
+    *,
     model_name: str = "tiny-llm",
     env: dict[str, str] | None = None,
     wait: bool = True,
 ) -> Server:
+    """``python -m ovserve serve <serve_args>`` on a free loopback port, logging to tmp_path."""
     port = free_port()
     log_path = tmp_path / f"ovserve-{port}.log"
-    args = [
-        sys.executable,
-        "-m",
-        "ovserve",
-        "serve",
-        "--model_path",
-        str(model_path),
-        "--model_name",
-        model_name,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        *extra_args,
-    ]
+    args = [sys.executable, "-m", "ovserve", "serve", *serve_args, "--host", "127.0.0.1", "--port", str(port)]
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
             args, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=ROOT
@@ -131,6 +118,24 @@ def start_server(
             server.stop()
             raise
     return server
+
+
+def start_server(
+    tmp_path: Path,
+    model_path: Path,
+    *extra_args: str,
+    model_name: str = "tiny-llm",
+    env: dict[str, str] | None = None,
+    wait: bool = True,
+) -> Server:
+    """One model from --model_path / --model_name."""
+    serve_args = ["--model_path", str(model_path), "--model_name", model_name, *extra_args]
+    return launch_server(tmp_path, serve_args, model_name=model_name, env=env, wait=wait)
+
+
+def start_config_server(tmp_path: Path, config: Path, *extra_args: str, model_name: str = "tiny-llm") -> Server:
+    """The models of an OVMS config.json (--config_path)."""
+    return launch_server(tmp_path, ["--config_path", str(config), *extra_args], model_name=model_name)
 
 
 @pytest.fixture(scope="session")

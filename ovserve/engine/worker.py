@@ -217,20 +217,14 @@ def build_pipeline(spec: EngineSpec) -> Any:
     )
 
 
-class EngineLoop:
-    """The single thread that touches the pipeline."""
+class _LoopBase:
+    """What both engine loops share: the pipe, the command queue its reader thread fills, sending."""
 
     def __init__(self, pipe: Any, conn: Connection) -> None:
         self._pipe = pipe
         self._tokenizer = pipe.get_tokenizer()
         self._conn = conn
         self._commands: queue.SimpleQueue[tuple] = queue.SimpleQueue()
-        self._active: dict[int, _Active] = {}
-        self._added_since_step: list[int] = []
-        # Finished and cancelled handles stay referenced for a few more steps: the pipeline frees
-        # a request during the step after it ends and updates its metrics one step later.
-        self._releasing: dict[int, tuple[Any, int]] = {}
-        self._fail_next_step = False
         self._running = True
 
     def start_reader(self) -> None:
@@ -243,7 +237,30 @@ class EngineLoop:
             except (EOFError, OSError):
                 self._commands.put((msg.SHUTDOWN,))
                 return
+            self._on_command_received(command)
             self._commands.put(command)
+
+    def _on_command_received(self, command: tuple) -> None:
+        """Runs on the reader thread, before the command is queued."""
+
+    def _send(self, events: list[tuple]) -> None:
+        try:
+            self._conn.send(events)
+        except (BrokenPipeError, OSError):
+            self._running = False  # the server is gone; nothing left to serve
+
+
+class EngineLoop(_LoopBase):
+    """The single thread that touches the pipeline."""
+
+    def __init__(self, pipe: Any, conn: Connection) -> None:
+        super().__init__(pipe, conn)
+        self._active: dict[int, _Active] = {}
+        self._added_since_step: list[int] = []
+        # Finished and cancelled handles stay referenced for a few more steps: the pipeline frees
+        # a request during the step after it ends and updates its metrics one step later.
+        self._releasing: dict[int, tuple[Any, int]] = {}
+        self._fail_next_step = False
 
     def run(self) -> None:
         import openvino as ov
@@ -257,12 +274,6 @@ class EngineLoop:
                 self._step(events)
             if events:
                 self._send(events)
-
-    def _send(self, events: list[tuple]) -> None:
-        try:
-            self._conn.send(events)
-        except (BrokenPipeError, OSError):
-            self._running = False  # the server is gone; nothing left to serve
 
     def _drain_commands(self, *, block: bool, events: list[tuple]) -> None:
         while True:
@@ -434,7 +445,7 @@ class EngineLoop:
             events.append((msg.OUTPUT, request_id, index, text, token_count, logprobs, finish))
 
 
-class StatefulEngineLoop:
+class StatefulEngineLoop(_LoopBase):
     """``LLMPipeline`` (the stateful path OVMS uses on NPU): one generation at a time, in order.
 
     ``generate()`` blocks this thread, so the reader thread records cancellations in a set the
@@ -442,34 +453,15 @@ class StatefulEngineLoop:
     """
 
     def __init__(self, pipe: Any, conn: Connection) -> None:
-        self._pipe = pipe
-        self._tokenizer = pipe.get_tokenizer()
-        self._conn = conn
-        self._commands: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        super().__init__(pipe, conn)
         self._cancelled: set[int] = set()
         self._pending: list[tuple[int, list[int], dict[str, Any]]] = []
         self._current: int | None = None
-        self._running = True
 
-    def start_reader(self) -> None:
-        threading.Thread(target=self._read_commands, name="ovserve-engine-reader", daemon=True).start()
-
-    def _read_commands(self) -> None:
-        while True:
-            try:
-                command = self._conn.recv()
-            except (EOFError, OSError):
-                self._commands.put((msg.SHUTDOWN,))
-                return
-            if command[0] == msg.CANCEL:
-                self._cancelled.add(command[1])
-            self._commands.put(command)
-
-    def _send(self, events: list[tuple]) -> None:
-        try:
-            self._conn.send(events)
-        except (BrokenPipeError, OSError):
-            self._running = False
+    def _on_command_received(self, command: tuple) -> None:
+        # generate() holds the loop thread: the streamer learns of a cancel through this set.
+        if command[0] == msg.CANCEL:
+            self._cancelled.add(command[1])
 
     def run(self) -> None:
         import openvino as ov

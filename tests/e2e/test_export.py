@@ -21,8 +21,8 @@ import openvino_genai
 import pytest
 
 from tests import images
-from tests.conftest import ROOT, Server
-from tests.e2e.test_graphs import OVMS_EXPORTED_GRAPH, start_config_server
+from tests.conftest import ROOT, Server, start_config_server
+from tests.e2e.test_graphs import OVMS_EXPORTED_GRAPH
 from tests.ovms import ovms_graph
 
 MESSAGES = [{"role": "user", "content": "hello there"}]

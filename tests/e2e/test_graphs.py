@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import ROOT, Server, free_port
+from tests.conftest import ROOT, Server, start_config_server
 
 GRAPHS = ROOT / "graphs"
 SERVED = ["tiny-llm", "tiny-llm-speculative", "tiny-llm-prompt-lookup", "tiny-llm-stateful"]
@@ -22,26 +22,6 @@ PROMPTS = [
     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about the sea."}],
     [{"role": "user", "content": "repeat after me: one two three, one two three, one two three"}],
 ]
-
-
-def start_config_server(tmp_path: Path, config: Path, *extra: str) -> Server:
-    # start_server passes --model_path/--model_name; a config server needs neither.
-    import subprocess
-    import sys
-
-    port = free_port()
-    log_path = tmp_path / f"ovserve-{port}.log"
-    args = [sys.executable, "-m", "ovserve", "serve", "--config_path", str(config),
-            "--host", "127.0.0.1", "--port", str(port), *extra]  # fmt: skip
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT)
-    server = Server(process=process, port=port, log_path=log_path, model_name=SERVED[0], args=args)
-    try:
-        server.wait_ready()
-    except Exception:
-        server.stop()
-        raise
-    return server
 
 
 @pytest.fixture(scope="module")

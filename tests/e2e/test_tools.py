@@ -16,8 +16,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.conftest import Server
-from tests.e2e.test_graphs import start_config_server
+from tests.conftest import Server, start_config_server
 
 WEATHER = {
     "type": "function",
