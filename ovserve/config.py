@@ -21,11 +21,6 @@ from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
 PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
 
 
-def is_vlm_dir(path: Path) -> bool:
-    """optimum-intel's image-text-to-text export writes a separate vision-embeddings model."""
-    return (path / "openvino_vision_embeddings_model.xml").is_file()
-
-
 class ModelSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

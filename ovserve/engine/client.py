@@ -38,7 +38,6 @@ class EngineState(enum.Enum):
     LOADING = "loading"
     READY = "ready"
     RESTARTING = "restarting"
-    FAILED = "failed"
     STOPPED = "stopped"
 
 
