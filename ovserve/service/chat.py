@@ -47,6 +47,8 @@ class ChatJob:
     count: TokenCount = field(default_factory=TokenCount)
     vision_prompt: VisionPrompt | None = None  # what a VLM's engine gets instead of prompt_ids
     starts_in_reasoning: bool = False  # the template opened the reasoning block in the prompt
+    # The tools the template saw (none for tool_choice none, only the named one if named).
+    tools: list[dict[str, Any]] | None = None
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -79,28 +81,29 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
     return rendered
 
 
-def _grammar(request: ChatCompletionRequest, model: ServedModel) -> GrammarSpec | None:
+def _grammar(
+    request: ChatCompletionRequest, model: ServedModel, tools: list[dict[str, Any]] | None
+) -> GrammarSpec | None:
     """The engine grammar for response_format or a forced tool call (they exclude each other)."""
     response_format = request.response_format.model_dump() if request.response_format else None
     from_format = response_format_grammar(response_format)
     choice = request.tool_choice
     if choice != "required" and not isinstance(choice, NamedToolChoice):
-        guide = model.settings.enable_tool_guided_generation and request.template_tools() and from_format is None
+        guide = model.settings.enable_tool_guided_generation and tools and from_format is None
         if guide and request.skip_special_tokens:
-            return guided_tool_calls_grammar(model.tool_format, request.template_tools() or [])
+            return guided_tool_calls_grammar(model.tool_format, tools or [])
         return from_format
     if from_format is not None:
         raise BadRequestError(
             "response_format cannot constrain a forced tool call; send one of them", param="response_format"
         )
-    forced = request.template_tools() or []
-    return forced_tool_call_grammar(model.tool_format, forced)
+    return forced_tool_call_grammar(model.tool_format, tools or [])
 
 
 def _choice_output(job: ChatJob) -> ChoiceOutput:
     # OVMS: skip_special_tokens=false returns the raw text, parsers off.
     raw = not job.request.skip_special_tokens
-    parse_tools = bool(job.request.template_tools()) and not raw
+    parse_tools = bool(job.tools) and not raw
     return ChoiceOutput(
         tool_format=job.model.tool_format if parse_tools else None,
         reasoning_format=None if raw else job.model.reasoning_format,
@@ -131,7 +134,8 @@ class ChatService:
             # Policy checks of every image_url first: no I/O yet, nothing contacted if one fails.
             planned_images = self.media.plan(request.messages)
             insert_image_tags(templated, request.messages)
-        prompt = model.render_chat(templated, request.template_tools(), request.chat_template_kwargs)
+        tools = request.template_tools()
+        prompt = model.render_chat(templated, tools, request.chat_template_kwargs)
         counted = prompt
         if model.vision is not None:
             model.vision.check_prompt(prompt, len(planned_images))
@@ -152,7 +156,7 @@ class ChatService:
         params = resolve_generation_params(
             request, model.defaults, max_new_tokens=max_new_tokens, best_of_limit=model.best_of_limit, kind=model.kind
         )
-        grammar = _grammar(request, model)
+        grammar = _grammar(request, model, tools)
         if grammar is not None:
             params = dataclasses.replace(params, structured_output=grammar)
         vision_prompt = None
@@ -166,6 +170,7 @@ class ChatService:
             params=params,
             vision_prompt=vision_prompt,
             starts_in_reasoning=bool(model.reasoning_format and prompt.rstrip().endswith(model.reasoning_format.start)),
+            tools=tools,
         )
 
     def run(self, job: ChatJob) -> AsyncIterator[ChoiceDelta]:
@@ -184,18 +189,13 @@ class ChatService:
         finish: dict[int, str | None] = {}
         logprobs: dict[int, list[tuple[int, str, float]]] = {}
 
-        def add(index: int, delta: ParsedDelta) -> None:
-            parsed[index].reasoning += delta.reasoning
-            parsed[index].content += delta.content
-            parsed[index].tool_calls += delta.tool_calls
-
         async for delta in self.run(job):
-            add(delta.index, outputs[delta.index].push(delta.text))
+            parsed[delta.index].extend(outputs[delta.index].push(delta.text))
             if delta.logprobs:
                 logprobs.setdefault(delta.index, []).extend(delta.logprobs)
             if delta.finish_reason is not None:
                 finish[delta.index] = delta.finish_reason
-                add(delta.index, outputs[delta.index].finish())
+                parsed[delta.index].extend(outputs[delta.index].finish())
         choices = []
         for index, result in enumerate(parsed):
             message: dict[str, Any] = {"role": "assistant", "content": result.content, "refusal": None}
@@ -260,12 +260,7 @@ class ChatService:
             output = outputs.setdefault(delta.index, _choice_output(job))
             parsed = output.push(delta.text)
             if delta.finish_reason is not None:
-                tail = output.finish()
-                parsed = ParsedDelta(
-                    parsed.reasoning + tail.reasoning,
-                    parsed.content + tail.content,
-                    parsed.tool_calls + tail.tool_calls,
-                )
+                parsed.extend(output.finish())
             logprobs = _logprobs_object(delta.logprobs) if job.params.logprobs else None
             for piece in _delta_pieces(parsed, first_call_index=len(output.calls) - len(parsed.tool_calls)):
                 yield chunk([{"index": delta.index, "delta": piece, "logprobs": logprobs, "finish_reason": None}])

@@ -28,6 +28,12 @@ class ParsedDelta:
     def __bool__(self) -> bool:
         return bool(self.reasoning or self.content or self.tool_calls)
 
+    def extend(self, other: ParsedDelta) -> ParsedDelta:
+        self.reasoning += other.reasoning
+        self.content += other.content
+        self.tool_calls += other.tool_calls
+        return self
+
 
 class ChoiceOutput:
     def __init__(
