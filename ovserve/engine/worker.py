@@ -225,6 +225,7 @@ class _LoopBase:
         self._tokenizer = pipe.get_tokenizer()
         self._conn = conn
         self._commands: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self._send_lock = threading.Lock()
         self._running = True
 
     def start_reader(self) -> None:
@@ -237,15 +238,17 @@ class _LoopBase:
             except (EOFError, OSError):
                 self._commands.put((msg.SHUTDOWN,))
                 return
-            self._on_command_received(command)
-            self._commands.put(command)
+            if self._on_command_received(command):
+                self._commands.put(command)
 
-    def _on_command_received(self, command: tuple) -> None:
-        """Runs on the reader thread, before the command is queued."""
+    def _on_command_received(self, command: tuple) -> bool:
+        """Runs on the reader thread; False when the command was fully handled there."""
+        return True
 
     def _send(self, events: list[tuple]) -> None:
         try:
-            self._conn.send(events)
+            with self._send_lock:  # the stateful loop sends from its reader thread too
+                self._conn.send(events)
         except (BrokenPipeError, OSError):
             self._running = False  # the server is gone; nothing left to serve
 
@@ -455,26 +458,47 @@ class StatefulEngineLoop(_LoopBase):
     def __init__(self, pipe: Any, conn: Connection) -> None:
         super().__init__(pipe, conn)
         self._cancelled: set[int] = set()
+        self._outstanding: set[int] = set()  # added and not yet ended (kept by the reader thread)
         self._pending: list[tuple[int, list[int], dict[str, Any]]] = []
         self._current: int | None = None
 
-    def _on_command_received(self, command: tuple) -> None:
-        # generate() holds the loop thread: the streamer learns of a cancel through this set.
-        if command[0] == msg.CANCEL:
+    def _on_command_received(self, command: tuple) -> bool:
+        # generate() holds the loop thread for a whole generation: the reader thread keeps the
+        # books (cancels reach the streamer through _cancelled) and answers stats itself.
+        kind = command[0]
+        if kind == msg.ADD:
+            self._outstanding.add(command[1])
+        elif kind == msg.CANCEL:
             self._cancelled.add(command[1])
+            self._outstanding.discard(command[1])
+        elif kind == msg.STATS:
+            busy = int(self._current is not None)
+            stats = {
+                "active_requests": len(self._outstanding),
+                "releasing_requests": 0,
+                "engine_requests": busy,
+                "scheduled_requests": busy,
+                "cache_usage": 0.0,
+            }
+            self._send([(msg.STATS_REPLY, command[1], stats)])
+            return False
+        return True
 
     def run(self) -> None:
         import openvino as ov
 
         self._ov = ov
         while self._running:
-            command = self._commands.get(block=not self._pending) if not self._pending else None
-            while command is not None:
-                self._handle(command)
+            # Drain every queued command before the next generation (a cancel of a queued request
+            # must drop it before it starts); wait for one only when nothing is pending.
+            block = not self._pending
+            while True:
                 try:
-                    command = self._commands.get_nowait()
+                    command = self._commands.get(block=block)
                 except queue.Empty:
-                    command = None
+                    break
+                block = False
+                self._handle(command)
             if self._pending and self._running:
                 self._generate(*self._pending.pop(0))
 
@@ -489,16 +513,6 @@ class StatefulEngineLoop(_LoopBase):
             if len(self._pending) != before:
                 self._cancelled.discard(request_id)
                 self._send([(msg.END, request_id, None, None)])
-        elif kind == msg.STATS:
-            busy = int(self._current is not None)
-            stats = {
-                "active_requests": busy + len(self._pending),
-                "releasing_requests": 0,
-                "engine_requests": busy,
-                "scheduled_requests": busy,
-                "cache_usage": 0.0,
-            }
-            self._send([(msg.STATS_REPLY, command[1], stats)])
         elif kind == msg.SHUTDOWN:
             self._running = False
 
@@ -514,11 +528,8 @@ class StatefulEngineLoop(_LoopBase):
                 nonlocal generated
                 ids = [token] if isinstance(token, int) else list(token)
                 generated += len(ids)
-                text = decoder.push(ids)
-                if text:
-                    outer._send([(msg.OUTPUT, request_id, 0, text, len(ids), None, None)])
-                elif ids:
-                    outer._send([(msg.OUTPUT, request_id, 0, "", len(ids), None, None)])
+                if ids:
+                    outer._send([(msg.OUTPUT, request_id, 0, decoder.push(ids), len(ids), None, None)])
                 if request_id in outer._cancelled:
                     return ov_genai.StreamingStatus.CANCEL
                 return ov_genai.StreamingStatus.RUNNING
@@ -537,6 +548,7 @@ class StatefulEngineLoop(_LoopBase):
             return
         finally:
             self._current = None
+            self._outstanding.discard(request_id)
         if request_id in self._cancelled:
             self._cancelled.discard(request_id)
             self._send([(msg.END, request_id, None, None)])

@@ -147,10 +147,10 @@ def test_stateful_pipeline_streams_and_cancels_on_disconnect(graphs_server: Serv
         assert any(line.startswith("data: ") for line in (next(lines) for _ in range(6)))
     server_for_stateful = Server(graphs_server.process, graphs_server.port, graphs_server.log_path, "tiny-llm-stateful")
 
+    from tests.e2e.test_engine_lifecycle import wait_for
+
     def idle() -> bool:
         return server_for_stateful.metric("ovserve_engine_requests") == 0
-
-    from tests.e2e.test_engine_lifecycle import wait_for
 
     assert wait_for(idle, timeout=15)
     # The next request is served at once: the cancelled generation no longer holds the pipeline.
