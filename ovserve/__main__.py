@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--best_of_limit", type=int, default=20, help="largest best_of / n a request may ask (OVMS default 20)"
     )
-    serve.add_argument("--max_request_mb", type=float, default=64.0, help="largest accepted request body (MB)")
+    serve.add_argument(
+        "--max_request_mb", type=float, default=16.0, help="largest accepted request body (MB); 413 beyond"
+    )
     media = MediaSettings()
     serve.add_argument(
         "--allowed_media_domains",

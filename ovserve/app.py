@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -10,7 +11,6 @@ from aiohttp import web
 
 from ovserve import keys
 from ovserve.api.routes import add_routes, request_dialect
-from ovserve.api.sse import dumps
 from ovserve.config import ServerSettings
 from ovserve.errors import (
     MethodNotAllowedError,
@@ -30,13 +30,35 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def _json_error(body: dict, status: int) -> web.Response:
+    # ASCII-escaped: a message may quote client input, which must not make the answer unencodable.
+    return web.Response(text=json.dumps(body, ensure_ascii=True), status=status, content_type="application/json")
+
+
 def _error_response(error: OvserveError, dialect: str | None = None) -> web.Response:
-    return web.Response(text=dumps(error.body()), status=error.status_for(dialect), content_type="application/json")
+    return _json_error(error.body(), error.status_for(dialect))
+
+
+# Sent when building the real answer failed: it cannot fail itself.
+_LAST_RESORT_BODY = (
+    b'{"error":{"message":"internal server error; see the server log","type":"server_error",'
+    b'"param":null,"code":"internal_error"}}'
+)
 
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The one place where failures become HTTP responses in OpenAI's error shape."""
+    """The one place where failures become HTTP responses in OpenAI's error shape; never fails itself."""
+    try:
+        return await _answer(request, handler)
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception:
+        log.exception("building the error response for %s %r failed", request.method, request.path)
+        return web.Response(body=_LAST_RESORT_BODY, status=500, content_type="application/json")
+
+
+async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except OvserveError as exc:
@@ -54,13 +76,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status < 400:
             raise
         body = error_body(exc.reason, "invalid_request_error" if exc.status < 500 else "server_error")
-        return web.Response(text=dumps(body), status=exc.status, content_type="application/json")
+        return _json_error(body, exc.status)
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         body = error_body("internal server error; see the server log", "server_error", code="internal_error")
-        return web.Response(text=dumps(body), status=500, content_type="application/json")
+        return _json_error(body, 500)
 
 
 def create_app(settings: ServerSettings, models: ModelRegistry) -> web.Application:

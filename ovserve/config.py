@@ -185,7 +185,7 @@ class ServerSettings(BaseModel):
     host: str = "0.0.0.0"
     port: int = Field(default=8000, ge=0, le=65535)
     models: list[ModelSettings] = Field(min_length=1)
-    max_request_mb: float = Field(default=64.0, gt=0)
+    max_request_mb: float = Field(default=16.0, gt=0)
     media: MediaSettings = Field(default_factory=MediaSettings)
     log_level: str = "INFO"
 

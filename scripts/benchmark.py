@@ -79,7 +79,8 @@ def make_messages(index: int, model: ServedModel, prompt_tokens: int) -> tuple[l
     def attempt(count: int) -> tuple[list[dict], list[int]]:
         words = [WORDS[(index * 7 + i) % len(WORDS)] for i in range(count)]
         messages = [{"role": "user", "content": f"Request {index}: " + " ".join(words)}]
-        return messages, model.encode(model.render_chat(messages, None, None), add_special_tokens=False)
+        prompt = model.render_chat(messages, None, None)
+        return messages, model.tokenizer.encode_blocking(prompt, add_special_tokens=False)
 
     low, high = 1, prompt_tokens  # a word is at least one token: the answer lies in between
     while low < high:

@@ -36,7 +36,8 @@ NULL_MEANS_NO_LIMIT = frozenset({"max_tokens", "max_completion_tokens", "top_k"}
 
 
 class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # strict: "10" is not 10 and true is not 1 (OpenAI and OVMS refuse both); ints are still floats.
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
 class TextPart(_Lenient):

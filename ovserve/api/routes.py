@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -13,6 +12,7 @@ from pydantic import ValidationError
 
 from ovserve import keys
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
+from ovserve.api.json_body import parse_json_object
 from ovserve.api.protocol import ChatCompletionRequest, CompletionRequest, SamplingRequest
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.errors import AZURE, BadRequestError, OvserveError, UnsupportedMediaTypeError
@@ -36,14 +36,7 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     content_type = request.content_type
     if content_type not in _JSON_CONTENT_TYPES and not content_type.endswith("+json"):
         raise UnsupportedMediaTypeError(f"expected 'application/json', got '{content_type}'")
-    body = await request.read()
-    try:
-        payload = json.loads(body)
-    except ValueError as exc:
-        raise BadRequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
-    if not isinstance(payload, dict):
-        raise BadRequestError("the request body must be a JSON object", code="invalid_json")
-    return payload
+    return parse_json_object(await request.read())
 
 
 _TYPE_TAG = re.compile(

@@ -109,6 +109,10 @@ _STEPS_TO_FREE = 2
 # GenerationConfig's own "consider every token" value (SIZE_MAX).
 _NO_TOP_K = 2**64 - 1
 
+# What a client is told; the engine's own message is logged here.
+_REFUSED = "the engine refused the request's generation settings (the server log has the engine's reason)"
+_FAILED = "the engine failed while generating this request; retry it (the server log has the details)"
+
 _FINISH_REASONS = {"STOP": "stop", "LENGTH": "length", "TOOL_CALL": "stop"}
 
 
@@ -308,8 +312,9 @@ class EngineLoop(_LoopBase):
                 input_ids = self._ov.Tensor(np.array([prompt], dtype=np.int64))
                 handle = self._pipe.add_request(request_id, input_ids, cfg)
         except Exception as exc:  # a config the engine refuses: fail this request only
+            # The binding's message (C++ signatures, addresses) stays in the log, not in the answer.
             log.warning("request %d refused by the engine: %s", request_id, exc)
-            events.append((msg.END, request_id, msg.ERROR_REFUSED, f"the engine refused the request: {exc}"))
+            events.append((msg.END, request_id, msg.ERROR_REFUSED, _REFUSED))
             return
         active = _Active(handle=handle, params=params)
         self._active[request_id] = active
@@ -363,7 +368,7 @@ class EngineLoop(_LoopBase):
                 continue
             active.handle.cancel()
             self._releasing[request_id] = (active.handle, _STEPS_TO_FREE)
-            events.append((msg.END, request_id, msg.ERROR_ENGINE, f"the engine failed: {exc}"))
+            events.append((msg.END, request_id, msg.ERROR_ENGINE, _FAILED))
         self._added_since_step.clear()
 
     def _drain(self, request_id: int, active: _Active, events: list[tuple]) -> None:
@@ -544,7 +549,7 @@ class StatefulEngineLoop(_LoopBase):
             self._pipe.generate(input_ids, cfg, _Streamer())
         except Exception as exc:
             log.warning("stateful generation of request %d failed: %s", request_id, exc)
-            self._send([(msg.END, request_id, msg.ERROR_ENGINE, f"the engine failed: {exc}")])
+            self._send([(msg.END, request_id, msg.ERROR_ENGINE, _FAILED)])
             return
         finally:
             self._current = None

@@ -7,7 +7,6 @@ for requests the engine will run.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import logging
@@ -140,10 +139,7 @@ class ChatService:
         if model.vision is not None:
             model.vision.check_prompt(prompt, len(planned_images))
             counted = model.vision.expand_prompt(prompt)
-        # Tokenizing a long prompt takes milliseconds: keep it off the event loop.
-        prompt_ids = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: model.encode(counted, add_special_tokens=False)
-        )
+        prompt_ids = await model.encode_prompt(counted, add_special_tokens=False, param="messages")
         model.check_prompt_length(len(prompt_ids), param="messages")
         max_new_tokens = resolve_max_new_tokens(
             request.output_limit,

@@ -7,7 +7,6 @@ OVMS and vLLM do. A list of prompts runs as one engine request per prompt, concu
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -60,10 +59,7 @@ class CompletionService:
                 param="echo",
             )
         prompts = request.prompts
-        loop = asyncio.get_running_loop()
-        prompt_ids = await loop.run_in_executor(
-            None, lambda: [model.encode(prompt, add_special_tokens=True) for prompt in prompts]
-        )
+        prompt_ids = [await model.encode_prompt(prompt, add_special_tokens=True, param="prompt") for prompt in prompts]
         for position, ids in enumerate(prompt_ids):
             if not ids:  # the engine cannot start from nothing
                 raise BadRequestError(f"prompt {position} encodes to no tokens", param="prompt")

@@ -18,6 +18,7 @@ from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNot
 from ovserve.generation_config import ModelDefaults
 from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.service.tokenizer import PromptTokenizer
 from ovserve.vision import VisionModel
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class ServedModel:
     settings: ModelSettings
     spec: EngineSpec
     engine: EngineClient
-    tokenizer: Any  # openvino_genai.Tokenizer, used here only to count and encode prompts
+    tokenizer: PromptTokenizer  # counts and encodes prompts, on its own thread
     template: ChatTemplate | None
     defaults: ModelDefaults
     context_length: int
@@ -95,6 +96,16 @@ class ServedModel:
             )
 
     @property
+    def prompt_token_limit(self) -> int:
+        """The most prompt tokens a request may have: room for one generated token in the context,
+        and (without dynamic split-fuse) one engine step."""
+        limit = self.context_length - 1
+        scheduler = self.spec.scheduler
+        if self.kind.continuous_batching and not scheduler.dynamic_split_fuse:
+            limit = min(limit, scheduler.max_num_batched_tokens)
+        return limit
+
+    @property
     def best_of_limit(self) -> int:
         return self.settings.best_of_limit
 
@@ -123,7 +134,7 @@ class ServedModel:
             settings=settings,
             spec=spec,
             engine=EngineClient(spec, log_level=log_level),
-            tokenizer=tokenizer,
+            tokenizer=PromptTokenizer(tokenizer, spec.name),
             template=template,
             defaults=ModelDefaults.load(spec.model_path, settings.generation_config_path),
             context_length=read_context_length(spec.model_path),
@@ -143,9 +154,11 @@ class ServedModel:
             raise BadRequestError(f"model '{self.name}' has no chat template", param="messages")
         return self.template.render(messages, tools=tools, template_kwargs=template_kwargs)
 
-    def encode(self, prompt: str, *, add_special_tokens: bool) -> list[int]:
-        tokens = self.tokenizer.encode(prompt, add_special_tokens=add_special_tokens)
-        return [int(token) for token in tokens.input_ids.data[0]]
+    async def encode_prompt(self, prompt: str, *, add_special_tokens: bool, param: str) -> list[int]:
+        """The prompt's ids, refused (400) as soon as it is known not to fit this model."""
+        return await self.tokenizer.encode(
+            prompt, add_special_tokens=add_special_tokens, limit=self.prompt_token_limit, param=param
+        )
 
 
 class ModelRegistry:

@@ -60,13 +60,22 @@ def test_extra_body_include_stop_str_in_output_keeps_the_stop_string(client: ope
 
 
 def test_extra_body_skip_special_tokens_false_shows_special_tokens(client: openai.OpenAI) -> None:
-    # With this seed and plain sampling, tiny-llm emits <|im_start|> as its 5th token.
-    sampling = {"temperature": 1.0, "seed": 1, "top_k": -1, "top_p": 1.0, "repetition_penalty": 1.0}
-    shown = text(create(client, max_tokens=8, ignore_eos=True, skip_special_tokens=False, **sampling))
-    hidden = text(create(client, max_tokens=8, ignore_eos=True, **sampling))
-    assert "<|im_start|>" in shown
-    assert "<|" not in hidden
-    assert shown.replace("<|im_start|>", "") == hidden
+    # Random weights: which seed makes tiny-llm emit a special token depends on the build, so the
+    # first seed whose raw text shows one is compared with the same sampling, tokens skipped.
+    # Temperature 2 flattens the distribution: about 1 token in 800 is one of its 5 special tokens.
+    sampling = {"temperature": 2.0, "top_k": -1, "top_p": 1.0, "repetition_penalty": 1.0, "ignore_eos": True}
+    for seed in range(40):
+        shown = text(create(client, max_tokens=200, skip_special_tokens=False, seed=seed, **sampling))
+        if "<|im_start|>" in shown or "<|im_end|>" in shown:
+            break
+    else:
+        pytest.fail("no seed in 0..39 made tiny-llm emit <|im_start|> or <|im_end|>")
+    hidden = text(create(client, max_tokens=200, seed=seed, **sampling))
+    assert "<|im_start|>" not in hidden and "<|im_end|>" not in hidden
+    special = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>")
+    for token in special:
+        shown = shown.replace(token, "")
+    assert shown == hidden
 
 
 def test_extra_body_best_of_runs_beam_search(client: openai.OpenAI) -> None:

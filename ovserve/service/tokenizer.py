@@ -1,0 +1,112 @@
+"""Prompt tokenization in the server process: one owner thread per model, bounded work per call.
+
+Contract:
+
+- Every call into the model's ``openvino_genai.Tokenizer`` runs on that model's own thread, one
+  call at a time. Concurrent first use of a tokenizer from several threads deadlocked a fresh
+  server (two threads inside ``encode`` waiting on each other in OpenVINO's first-use
+  initialisation, one of them holding the GIL), so calls are never concurrent.
+- The thread is started, and the tokenizer's one-time initialisation completed by a warm-up
+  encode, while the model loads, before readiness turns 200: the event loop never starts a thread
+  or waits for one to start on a request's path.
+- ``encode`` hands the tokenizer bounded pieces of work. The binding holds the GIL for a whole
+  call (the event loop stalls for as long), so a long text is first checked against the token
+  limit from its length alone (a token spells at most ``max_token_bytes`` bytes, so a text of
+  ``n`` characters has at least ``n / max_token_bytes`` tokens), then counted in chunks of at most
+  :data:`CHUNK_CHARS` characters, each a separate job on the thread, stopping as soon as the count
+  passes the limit. Only a text that fits is encoded in one piece, for exact ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import math
+from typing import Any
+
+from ovserve.errors import ContextLengthExceededError
+
+log = logging.getLogger(__name__)
+
+# ~10 ms of tokenizer time on this machine: the longest the event loop waits on one job.
+CHUNK_CHARS = 16_384
+# A chunk boundary can split a word that the whole text would spell with fewer tokens; the
+# chunked count may exceed the exact one by a few tokens per boundary.
+_BOUNDARY_SLACK_TOKENS = 4
+_WARM_UP_TEXT = "Warm-up: 0123456789, déjà vu, 日本語, emoji 🙂."
+
+
+class PromptTooLongError(ContextLengthExceededError):
+    """The prompt cannot fit; ``at_least`` is a lower bound of its token count."""
+
+    def __init__(self, message: str, *, at_least: int, param: str | None = None) -> None:
+        super().__init__(message, param=param)
+        self.at_least = at_least
+
+
+class PromptTokenizer:
+    """A model's tokenizer behind its own thread (see the module docstring)."""
+
+    def __init__(self, tokenizer: Any, name: str) -> None:
+        self._tokenizer = tokenizer
+        self._name = name
+        self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"tokenizer-{name}")
+        # Starts the thread and runs the tokenizer's first-use initialisation on it, now.
+        self._thread.submit(self._encode_ids, _WARM_UP_TEXT, True).result()
+        self.max_token_bytes = self._thread.submit(self._longest_token).result()
+
+    def _longest_token(self) -> int | None:
+        try:
+            vocab = self._tokenizer.get_vocab()
+        except Exception as exc:  # a tokenizer without a readable vocabulary: no length pre-check
+            log.warning(
+                "model %r: cannot read the tokenizer vocabulary (%s); long prompts are counted in chunks",
+                self._name,
+                exc,
+            )
+            return None
+        longest = max((len(token) for token in vocab), default=0)
+        return longest or None
+
+    def _encode_ids(self, text: str, add_special_tokens: bool) -> list[int]:
+        tokens = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        return [int(token) for token in tokens.input_ids.data[0].tolist()]
+
+    def _count(self, text: str, add_special_tokens: bool) -> int:
+        tokens = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        return int(tokens.input_ids.shape[1])
+
+    def encode_blocking(self, text: str, *, add_special_tokens: bool) -> list[int]:
+        """For callers that are not on the event loop (startup, tests)."""
+        return self._thread.submit(self._encode_ids, text, add_special_tokens).result()
+
+    async def encode(
+        self, text: str, *, add_special_tokens: bool, limit: int | None = None, param: str | None = None
+    ) -> list[int]:
+        """The text's token ids; :class:`PromptTooLongError` as soon as it is known to exceed ``limit``."""
+        loop = asyncio.get_running_loop()
+        if limit is not None and len(text) > CHUNK_CHARS:
+            if self.max_token_bytes:
+                at_least = math.ceil(len(text) / self.max_token_bytes)
+                if at_least > limit:
+                    raise self._too_long(at_least, limit, param)
+            counted = 0
+            for boundaries, start in enumerate(range(0, len(text), CHUNK_CHARS)):
+                chunk = text[start : start + CHUNK_CHARS]
+                special = add_special_tokens and start == 0
+                counted += await loop.run_in_executor(self._thread, self._count, chunk, special)
+                at_least = counted - boundaries * _BOUNDARY_SLACK_TOKENS
+                if at_least > limit:
+                    raise self._too_long(at_least, limit, param)
+        return await loop.run_in_executor(self._thread, self._encode_ids, text, add_special_tokens)
+
+    def _too_long(self, at_least: int, limit: int, param: str | None) -> PromptTooLongError:
+        return PromptTooLongError(
+            f"the prompt has at least {at_least} tokens, more than model '{self._name}' accepts ({limit})",
+            at_least=at_least,
+            param=param,
+        )
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)

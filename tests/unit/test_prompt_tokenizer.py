@@ -1,0 +1,113 @@
+"""PromptTokenizer: one owner thread (no first-use deadlock), bounded work, early refusal."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ovserve.service.tokenizer import CHUNK_CHARS, PromptTokenizer, PromptTooLongError
+from tests.conftest import ROOT
+
+# 16 threads released at once onto a tokenizer nobody has used yet: the raw binding (encode, then
+# input_ids.data) hung in 2 of the first 3 fresh processes tried on this machine.
+_FIRST_USE_BURST = textwrap.dedent(
+    """
+    import sys, threading
+    import openvino_genai
+    from ovserve.service.tokenizer import PromptTokenizer
+
+    tokenizer = PromptTokenizer(openvino_genai.Tokenizer(sys.argv[1]), "probe")
+    barrier = threading.Barrier(16)
+    results = {}
+
+    def encode(index):
+        barrier.wait()
+        results[index] = tokenizer.encode_blocking(f"request {index} says hello", add_special_tokens=False)
+
+    threads = [threading.Thread(target=encode, args=(index,)) for index in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 16 and all(results.values())
+    print("ok")
+    """
+)
+
+
+class _CountingTokenizer:
+    """The real tokenizer, with its encode calls counted."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.encoded_chars: list[int] = []
+
+    def encode(self, text: str, **kwargs: Any) -> Any:
+        self.encoded_chars.append(len(text))
+        return self.inner.encode(text, **kwargs)
+
+    def get_vocab(self) -> Any:
+        return self.inner.get_vocab()
+
+
+@pytest.fixture(scope="module")
+def raw_tokenizer(tiny_llm: Path) -> Any:
+    import openvino_genai
+
+    return openvino_genai.Tokenizer(str(tiny_llm))
+
+
+@pytest.mark.slow
+def test_concurrent_first_use_in_fresh_processes_never_deadlocks(tiny_llm: Path) -> None:
+    for attempt in range(8):
+        result = subprocess.run(
+            [sys.executable, "-c", _FIRST_USE_BURST, str(tiny_llm)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert result.returncode == 0 and result.stdout.strip() == "ok", (attempt, result.stderr)
+
+
+def test_ids_match_the_tokenizer_and_long_fitting_text_is_exact(raw_tokenizer: Any) -> None:
+    tokenizer = PromptTokenizer(raw_tokenizer, "tiny-llm")
+    text = "the quick brown fox jumps over the lazy dog. " * (3 * CHUNK_CHARS // 45)
+    expected = [int(i) for i in raw_tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
+    ids = asyncio.run(tokenizer.encode(text, add_special_tokens=False, limit=len(expected)))
+    assert ids == expected
+
+
+def test_text_too_long_by_its_length_alone_is_refused_without_tokenizing(raw_tokenizer: Any) -> None:
+    counting = _CountingTokenizer(raw_tokenizer)
+    tokenizer = PromptTokenizer(counting, "tiny-llm")
+    assert tokenizer.max_token_bytes is not None
+    calls_after_warm_up = len(counting.encoded_chars)
+    text = "x" * (20 * 1024 * 1024)
+    started = time.monotonic()
+    with pytest.raises(PromptTooLongError) as refused:
+        asyncio.run(tokenizer.encode(text, add_special_tokens=False, limit=2047, param="messages"))
+    assert time.monotonic() - started < 0.5
+    assert len(counting.encoded_chars) == calls_after_warm_up
+    assert refused.value.param == "messages" and refused.value.code == "context_length_exceeded"
+    assert refused.value.at_least > 2047
+
+
+def test_without_a_vocabulary_a_long_text_is_counted_in_chunks_and_refused_early(raw_tokenizer: Any) -> None:
+    counting = _CountingTokenizer(raw_tokenizer)
+    tokenizer = PromptTokenizer(counting, "tiny-llm")
+    tokenizer.max_token_bytes = None  # as for a tokenizer whose vocabulary cannot be read
+    counting.encoded_chars.clear()
+    text = "word " * (2 * 1024 * 1024 // 5)
+    with pytest.raises(PromptTooLongError):
+        asyncio.run(tokenizer.encode(text, add_special_tokens=False, limit=2047))
+    # Every call was one bounded chunk, and counting stopped long before the end of the text.
+    assert counting.encoded_chars and max(counting.encoded_chars) <= CHUNK_CHARS
+    assert sum(counting.encoded_chars) < len(text) // 10
