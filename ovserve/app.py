@@ -31,7 +31,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _error_response(error: OvserveError, dialect: str | None = None) -> web.Response:
-    return web.Response(text=dumps(error.body()), status=error.status_for(dialect), content_type="application/json")
+    response = web.Response(text=dumps(error.body()), status=error.status_for(dialect), content_type="application/json")
+    if error.closes_connection:
+        response.force_close()
+    return response
 
 
 @web.middleware
