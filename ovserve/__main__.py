@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from ovserve import export, keys
 from ovserve.app import create_app, load_models
 from ovserve.config import MediaSettings, ModelSettings, ServerSettings, models_from_config
+from ovserve.connection import TimedServer
 from ovserve.engine.spec import SchedulerSettings
 from ovserve.graph import GraphError
 
@@ -74,6 +75,25 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max_request_mb", type=float, default=16.0, help="largest accepted request body (MB); 413 beyond"
     )
+    server = ServerSettings.model_fields
+    serve.add_argument(
+        "--header_timeout",
+        type=float,
+        default=server["header_timeout_s"].default,
+        help="longest time from the first byte of a request to the end of its headers (s); then 408 and close",
+    )
+    serve.add_argument(
+        "--body_timeout",
+        type=float,
+        default=server["body_timeout_s"].default,
+        help="longest time to receive a request body once its headers arrived (s); then 408 and close",
+    )
+    serve.add_argument(
+        "--keep_alive_timeout",
+        type=float,
+        default=server["keep_alive_timeout_s"].default,
+        help="close a connection idle this long between requests (s); responses, streamed or not, are not limited",
+    )
     media = MediaSettings()
     serve.add_argument(
         "--allowed_media_domains",
@@ -119,6 +139,9 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         "host": args.host,
         "port": args.port,
         "max_request_mb": args.max_request_mb,
+        "header_timeout_s": args.header_timeout,
+        "body_timeout_s": args.body_timeout,
+        "keep_alive_timeout_s": args.keep_alive_timeout,
         "log_level": args.log_level,
         "media": MediaSettings(
             allowed_media_domains=args.allowed_media_domains,
@@ -168,9 +191,20 @@ async def serve(settings: ServerSettings) -> int:
     loop = asyncio.get_running_loop()
     models = await loop.run_in_executor(None, load_models, settings)
     app = create_app(settings, models)
+    # Two runners: app_runner owns the application's startup and cleanup; runner serves its
+    # handler over connections that drop slow clients (ovserve.connection).
     # handler_cancellation: a client that disconnects cancels its handler, which cancels
     # the engine request (OVMS stops the generation handle the same way).
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    app_runner = web.AppRunner(app, handler_cancellation=True)
+    await app_runner.setup()
+    assert app_runner.server is not None  # set by setup()
+    timed_server = TimedServer(
+        app_runner.server,
+        header_timeout=settings.header_timeout_s,
+        keepalive_timeout=settings.keep_alive_timeout_s,
+        access_log=None,
+    )
+    runner = web.ServerRunner(timed_server)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     await site.start()
@@ -197,7 +231,8 @@ async def serve(settings: ServerSettings) -> int:
             break
     log.info("shutting down")
     stopping.cancel()
-    await runner.cleanup()
+    await runner.cleanup()  # stop listening, let running requests finish
+    await app_runner.cleanup()  # then stop the engines
     return exit_code
 
 

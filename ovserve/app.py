@@ -36,7 +36,10 @@ def _json_error(body: dict, status: int) -> web.Response:
 
 
 def _error_response(error: OvserveError, dialect: str | None = None) -> web.Response:
-    return _json_error(error.body(), error.status_for(dialect))
+    response = _json_error(error.body(), error.status_for(dialect))
+    if error.closes_connection:
+        response.force_close()
+    return response
 
 
 # Sent when building the real answer failed: it cannot fail itself.

@@ -188,6 +188,13 @@ class ServerSettings(BaseModel):
     max_request_mb: float = Field(default=16.0, gt=0)
     media: MediaSettings = Field(default_factory=MediaSettings)
     log_level: str = "INFO"
+    # Slow-client limits (see ovserve.connection). Defaults: nginx's client_header_timeout is
+    # 60 s and Node's headersTimeout 60 s, but a request head is a few hundred bytes, so 10 s is
+    # generous; the body allows a 16 MB request over a slow (~1 MB/s) link; idle keep-alive as
+    # between nginx (75 s) and uvicorn (5 s).
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_timeout_s: float = Field(default=60.0, gt=0)
+    keep_alive_timeout_s: float = Field(default=15.0, gt=0)
 
 
 def models_from_config(config_path: Path) -> list[ModelSettings]:

@@ -21,6 +21,8 @@ class OvserveError(Exception):
     default_code: ClassVar[str | None] = None
     # Statuses that a client dialect documents for this kind of error instead of `status`.
     dialect_status: ClassVar[dict[str, int]] = {}
+    # After the response, close the connection instead of keeping it alive.
+    closes_connection: ClassVar[bool] = False
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
@@ -78,6 +80,19 @@ class PayloadTooLargeError(OvserveError):
     status = 413
     error_type = "invalid_request_error"
     default_code = "payload_too_large"
+
+
+class RequestTimeoutError(OvserveError):
+    """The client sent its request too slowly (--header_timeout / --body_timeout).
+
+    The connection is closed after the response: the rest of a half-sent request cannot be
+    told apart from the start of the next one.
+    """
+
+    status = 408
+    error_type = "invalid_request_error"
+    default_code = "request_timeout"
+    closes_connection: ClassVar[bool] = True
 
 
 class UnsupportedMediaTypeError(OvserveError):

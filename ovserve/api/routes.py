@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -15,7 +16,13 @@ from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_p
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.protocol import ChatCompletionRequest, CompletionRequest, SamplingRequest
 from ovserve.api.sse import SSEWriter, dumps
-from ovserve.errors import AZURE, BadRequestError, OvserveError, UnsupportedMediaTypeError
+from ovserve.errors import (
+    AZURE,
+    BadRequestError,
+    OvserveError,
+    RequestTimeoutError,
+    UnsupportedMediaTypeError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +43,15 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     content_type = request.content_type
     if content_type not in _JSON_CONTENT_TYPES and not content_type.endswith("+json"):
         raise UnsupportedMediaTypeError(f"expected 'application/json', got '{content_type}'")
-    return parse_json_object(await request.read())
+    # The whole body within --body_timeout: a client dripping bytes would otherwise hold the
+    # connection (and a file descriptor) for as long as it likes.
+    body_timeout = request.app[keys.SETTINGS].body_timeout_s
+    try:
+        async with asyncio.timeout(body_timeout):
+            body = await request.read()
+    except TimeoutError:
+        raise RequestTimeoutError(f"the request body was not received within {body_timeout:g} s") from None
+    return parse_json_object(body)
 
 
 _TYPE_TAG = re.compile(

@@ -182,6 +182,83 @@ def test_response_format_json_schema_returns_valid_json(client: openai.OpenAI) -
     jsonschema.validate(json.loads("".join(c.choices[0].delta.content or "" for c in stream if c.choices)), schema)
 
 
+DIGIT_SCHEMA = {
+    "type": "object",
+    "properties": {"digit": {"type": "integer", "minimum": 0, "maximum": 9}},
+    "required": ["digit"],
+    "additionalProperties": False,
+}
+
+
+def test_json_schema_integer_bounds_hold_in_sampled_output(client: openai.OpenAI) -> None:
+    response_format = {"type": "json_schema", "json_schema": {"name": "digit", "schema": DIGIT_SCHEMA}}
+    for seed in range(1, 7):
+        completion = client.chat.completions.create(
+            model="tiny-llm",
+            messages=ASK,
+            response_format=response_format,  # type: ignore[arg-type]
+            max_tokens=40,
+            temperature=1.0,
+            seed=seed,  # type: ignore[arg-type]
+        )
+        choice = completion.choices[0]
+        assert choice.finish_reason == "stop", choice.message.content
+        jsonschema.validate(json.loads(choice.message.content or ""), DIGIT_SCHEMA)
+
+
+def test_forced_tool_call_arguments_respect_integer_bounds(client: openai.OpenAI) -> None:
+    tool = {"type": "function", "function": {"name": "pick", "parameters": DIGIT_SCHEMA}}
+    for seed in (1, 2, 3):
+        completion = client.chat.completions.create(
+            model="tiny-llm",
+            messages=ASK,
+            tools=[tool],  # type: ignore[list-item]
+            tool_choice="required",
+            max_tokens=60,
+            temperature=1.0,
+            seed=seed,  # type: ignore[arg-type]
+        )
+        (call,) = completion.choices[0].message.tool_calls or []
+        jsonschema.validate(json.loads(call.function.arguments), DIGIT_SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "keyword"),
+    [
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": {"type": "number", "minimum": 0, "maximum": 1}},
+                }
+            },
+            "response_format.json_schema.schema",
+            "'minimum' at /minimum",
+        ),
+        (
+            {
+                "tools": [
+                    {"type": "function", "function": {"name": "f", "parameters": {**DIGIT_SCHEMA, "maxProperties": 1}}}
+                ],
+                "tool_choice": "required",
+            },
+            "tools",
+            "'maxProperties'",
+        ),
+    ],
+)
+def test_schema_keyword_ovserve_cannot_enforce_is_a_400_naming_it(
+    server: Server, body: dict, param: str, keyword: str
+) -> None:
+    response = httpx.post(
+        f"{server.url}/v3/chat/completions", json={"model": "tiny-llm", "messages": ASK, **body}, timeout=30
+    )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param
+    assert keyword in error["message"] and "cannot be enforced" in error["message"]
+
+
 def test_response_format_json_object_and_ovms_formats(client: openai.OpenAI) -> None:
     exact = client.chat.completions.create(
         model="tiny-llm",
