@@ -19,6 +19,7 @@ from ovserve.config import MediaSettings, ModelSettings, ServerSettings, models_
 from ovserve.connection import TimedServer
 from ovserve.engine.spec import SchedulerSettings
 from ovserve.graph import GraphError
+from ovserve.memory import pin_malloc_thresholds
 
 log = logging.getLogger("ovserve")
 
@@ -109,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max_image_mb", type=float, default=media.max_image_mb, help="largest image (MB)")
     serve.add_argument("--max_images_per_request", type=int, default=media.max_images_per_request)
     serve.add_argument(
+        "--max_image_pixels_per_request",
+        type=int,
+        default=media.max_image_pixels_per_request,
+        help="decoded pixels all images of one request may have together, checked from their headers",
+    )
+    serve.add_argument(
         "--media_connect_timeout", type=float, default=media.connect_timeout_s, help="image URL connect timeout (s)"
     )
     serve.add_argument(
@@ -148,6 +155,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             allowed_local_media_path=args.allowed_local_media_path,
             max_image_mb=args.max_image_mb,
             max_images_per_request=args.max_images_per_request,
+            max_image_pixels_per_request=args.max_image_pixels_per_request,
             connect_timeout_s=args.media_connect_timeout,
             read_timeout_s=args.media_read_timeout,
             total_timeout_s=args.media_timeout,
@@ -241,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export":
         return export.run(args)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Before any image is decoded: freed image buffers must go back to the OS (ovserve.memory).
+    pin_malloc_thresholds()
     try:
         settings = settings_from_args(args)
     except (UsageError, GraphError) as exc:

@@ -135,8 +135,13 @@ class MediaSettings(BaseModel):
     # Local files are read only from inside this directory (after resolving '..' and symlinks).
     allowed_local_media_path: Path | None = None
     max_image_mb: float = Field(default=20.0, gt=0)
-    # Each decoded image may take ~100 MB on its way to the engine; this bounds one request.
     max_images_per_request: int = Field(default=16, ge=1)
+    # Pixels of all of a request's images together, from their headers, before any is decoded.
+    # Memory is bounded separately (one full-size decode at a time, shrunk at once); this bounds
+    # the decode work one request may ask for: a 34 MP PNG takes ~0.4 s of a core to decompress,
+    # so 256 MP is a few seconds per request on an edge machine (7 images at the per-image cap,
+    # 30 at 8 MP, 123 at 1080p).
+    max_image_pixels_per_request: int = Field(default=256_000_000, ge=1)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     read_timeout_s: float = Field(default=10.0, gt=0)
     total_timeout_s: float = Field(default=30.0, gt=0)

@@ -15,8 +15,17 @@ Deny by default (OVMS's ``--allowed_media_domains`` / ``--allowed_local_media_pa
   regular file, and on Linux its real path is checked once more.
 
 Every check that needs no I/O runs for all images of a request before anything is fetched, so a
-request with one forbidden URL contacts no host at all. Decoding (Pillow, a restricted set of
-formats, a pixel cap below Pillow's decompression-bomb limit) runs off the event loop.
+request with one forbidden URL contacts no host at all.
+
+Memory contract (a 33 KB request of 16 tiny PNGs of 5800 x 5800 px once took 5.7 GB): downloads
+and reads run concurrently, each bounded by ``--max_image_mb``. Then every image's header is read
+(Pillow decompresses nothing in ``Image.open``): per-image caps and the request's pixel budget
+(``--max_image_pixels_per_request``) are checked before any pixel is decoded. Decoding is
+sequential per request and at most :data:`DECODE_SLOTS` run at once in the process, each shrunk at
+once towards the model's input (:class:`ovserve.vision.ImageTarget`; JPEGs are decoded at reduced
+scale), and each image's encoded bytes are dropped once it is decoded. So at most
+``DECODE_SLOTS`` full-size images are alive in the server, and only the small arrays cross to the
+engine. Decoding (Pillow, a restricted set of formats) runs off the event loop.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ import re
 import stat
 import urllib.parse
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,11 +56,13 @@ from ovserve import __version__
 from ovserve.api.protocol import ChatMessage, ImagePart
 from ovserve.config import ALL_MEDIA_DOMAINS, MediaSettings
 from ovserve.errors import MediaError, MediaFetchError, MediaNotAllowedError, MediaTooLargeError
+from ovserve.vision import ImageTarget
 
 log = logging.getLogger(__name__)
 
 MAX_REDIRECTS = 5
-# Decoded images cross a pipe to the engine as RGB arrays: ~100 MB at this cap. 8K UHD fits.
+# One image decoded at full size takes 4 bytes per pixel in Pillow (~136 MB at this cap) until it
+# is shrunk. 8K UHD fits.
 MAX_IMAGE_PIXELS = 34_000_000
 MAX_IMAGE_SIDE = 16_384
 # Vision preprocessors resize the *shorter* side to their input size (CLIP: 336 px), so a 1 x 16384
@@ -60,6 +73,17 @@ MAX_ASPECT_RATIO = 200
 # decoders, e.g. EPS which runs Ghostscript, away from untrusted bytes.
 # (Multi-picture JPEGs from phones open through "JPEG".)
 IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP")
+# Full-size decodes alive at once in the server process, across requests: one per core of a small
+# edge machine. Each holds up to ~136 MB (MAX_IMAGE_PIXELS) for a fraction of a second.
+DECODE_SLOTS = 2
+# Downscaling: bicubic like CLIP's processor (resample=3). reducing_gap=3 first box-reduces by an
+# integer factor (Pillow's docs: indistinguishable from a full bicubic pass beyond 3x); measured on
+# a 5800 x 5800 PNG to 56 px: same peak memory as a plain resize (the decoded image dominates), half
+# the time.
+_RESAMPLE = Image.Resampling.BICUBIC
+_REDUCING_GAP = 3.0
+# Modes Pillow resizes directly (RGBA and LA premultiplied, so flattening after is the same).
+_RESIZABLE_MODES = frozenset({"RGB", "RGBA", "L", "LA"})
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _CHUNK_BYTES = 64 * 1024
 
@@ -124,6 +148,8 @@ class MediaResolver:
             # Lexical checks accept the root as configured and as resolved (e.g. /tmp -> /private/tmp).
             self._roots = (given, self._real_root)
         self._session: aiohttp.ClientSession | None = None
+        # One resolver per server process: this bounds full-size decodes across all requests.
+        self._decode_slots = asyncio.Semaphore(DECODE_SLOTS)
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(
@@ -247,9 +273,27 @@ class MediaResolver:
 
     # -- loading (I/O) -------------------------------------------------------------------------
 
-    async def load(self, planned: list[ImageRequest]) -> list[np.ndarray]:
-        """Fetch and decode every planned image concurrently; uint8 RGB arrays [H, W, 3] in order."""
-        tasks = [asyncio.ensure_future(self._load_one(item)) for item in planned]
+    async def load(self, planned: list[ImageRequest], target: ImageTarget) -> list[np.ndarray]:
+        """Fetch, check and decode every planned image; uint8 RGB arrays [H, W, 3] in order.
+
+        Each array is shrunk towards ``target`` (never enlarged). See the module doc for the
+        memory contract.
+        """
+        loop = asyncio.get_running_loop()
+        encoded: list[bytes | None] = list(await self._fetch_all(planned))
+        await loop.run_in_executor(None, self._check_pixel_budget, planned, encoded)
+        arrays = []
+        for index, item in enumerate(planned):
+            data = encoded[index]
+            assert data is not None
+            async with self._decode_slots:
+                arrays.append(await loop.run_in_executor(None, decode_image, data, item.param, target))
+            # Up to --max_image_mb each: not kept for the rest of the request.
+            encoded[index] = data = None
+        return arrays
+
+    async def _fetch_all(self, planned: list[ImageRequest]) -> list[bytes]:
+        tasks = [asyncio.ensure_future(self._fetch(item)) for item in planned]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:
@@ -259,16 +303,30 @@ class MediaResolver:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
-    async def _load_one(self, item: ImageRequest) -> np.ndarray:
+    async def _fetch(self, item: ImageRequest) -> bytes:
         loop = asyncio.get_running_loop()
         source = item.source
         if isinstance(source, _Remote):
-            data = await self._download(source.url, item.param)
-        elif isinstance(source, _Inline):
-            data = await loop.run_in_executor(None, self._decode_base64, source.payload, item.param)
-        else:
-            data = await loop.run_in_executor(None, self._read_local, source.path, item.param)
-        return await loop.run_in_executor(None, decode_image, data, item.param)
+            return await self._download(source.url, item.param)
+        if isinstance(source, _Inline):
+            return await loop.run_in_executor(None, self._decode_base64, source.payload, item.param)
+        return await loop.run_in_executor(None, self._read_local, source.path, item.param)
+
+    def _check_pixel_budget(self, planned: list[ImageRequest], encoded: list[bytes | None]) -> None:
+        """Per-image caps and the request's pixel budget, from the headers alone (runs in a thread)."""
+        budget = self.settings.max_image_pixels_per_request
+        total = 0
+        for item, data in zip(planned, encoded, strict=True):
+            assert data is not None
+            with _open_image(data, item.param) as image:
+                width, height = image.size
+            total += width * height
+            if total > budget:
+                raise MediaTooLargeError(
+                    f"the request's images have {total} pixels up to this one ({width}x{height}); the limit is "
+                    f"{budget} pixels per request (--max_image_pixels_per_request)",
+                    param=item.param,
+                )
 
     def _decode_base64(self, payload: str, param: str) -> bytes:
         try:
@@ -389,14 +447,15 @@ def _ambiguous_numeric_host(host: str) -> bool:
 # -- decoding ------------------------------------------------------------------------------------
 
 
-def decode_image(data: bytes, param: str) -> np.ndarray:
-    """Decode image bytes to a uint8 RGB array [H, W, 3] (first frame, alpha over white).
+@contextmanager
+def _open_image(data: bytes, param: str) -> Iterator[Any]:
+    """The opened image, its header checked; any Pillow failure inside the block becomes a 400.
 
-    Runs in an executor thread. Any failure of Pillow on these bytes is the image's fault: 400.
+    ``Image.open`` reads the header only: nothing is decompressed before the caps are checked.
     """
     try:
         with Image.open(io.BytesIO(data), formats=IMAGE_FORMATS) as image:
-            width, height = image.size  # from the header: nothing is decompressed yet
+            width, height = image.size
             if width * height > MAX_IMAGE_PIXELS or max(width, height) > MAX_IMAGE_SIDE:
                 raise MediaTooLargeError(
                     f"the image is {width}x{height} pixels; the limit is {MAX_IMAGE_PIXELS} pixels "
@@ -408,8 +467,7 @@ def decode_image(data: bytes, param: str) -> np.ndarray:
                     f"the image is {width}x{height} pixels; its aspect ratio must be below {MAX_ASPECT_RATIO}",
                     param=param,
                 )
-            image.load()  # the first frame of an animation
-            rgb = _to_rgb(image)
+            yield image
     except MediaError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -420,7 +478,33 @@ def decode_image(data: bytes, param: str) -> np.ndarray:
     except Exception as exc:  # truncated or corrupt data surfaces as many exception types
         log.debug("image decode failed for %s: %r", param, exc)
         raise MediaError(f"the image is corrupt or truncated: {exc}", param=param) from None
+
+
+def decode_image(data: bytes, param: str, target: ImageTarget | None = None) -> np.ndarray:
+    """Decode image bytes to a uint8 RGB array [H, W, 3] (first frame, alpha over white).
+
+    With a ``target``, the array has ``target.size_for(width, height)`` (a JPEG is decoded at a
+    reduced scale first when that suffices). Runs in an executor thread. Any failure of Pillow on
+    these bytes is the image's fault: 400.
+    """
+    with _open_image(data, param) as image:
+        size = target.size_for(*image.size) if target is not None else image.size
+        if size != image.size:
+            # JPEG only: libjpeg decodes at 1/2, 1/4 or 1/8 scale, still covering `size`.
+            image.draft(None, size)
+        image.load()  # the first frame of an animation
+        rgb = _to_rgb(_shrink(image, size))
     return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8))
+
+
+def _shrink(image: Any, size: tuple[int, int]) -> Any:
+    if image.size == size:
+        return image
+    if image.mode not in _RESIZABLE_MODES:
+        # Palette and exotic modes cannot be resampled; transparency survives to be flattened
+        # after shrinking, as _to_rgb would have done before.
+        image = image.convert("L" if image.mode == "1" else "RGBA" if image.has_transparency_data else "RGB")
+    return image.resize(size, _RESAMPLE, reducing_gap=_REDUCING_GAP)
 
 
 def _to_rgb(image: Any) -> Image.Image:

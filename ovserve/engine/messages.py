@@ -55,7 +55,9 @@ class VisionPrompt:
     """A VLM request: a VLM pipeline takes prompt text, not token ids (see ``ovserve.vision``).
 
     ``text`` is the rendered chat with ``<ov_genai_image_N>`` tags; ``images`` are uint8 RGB
-    arrays [H, W, 3] in tag order (numpy arrays pickle through the pipe as raw bytes).
+    arrays [H, W, 3] in tag order, already shrunk by the server towards the vision encoder's input
+    (``ovserve.media``), so a message stays small: numpy arrays pickle through the pipe as their
+    raw bytes, never a full-size photo.
     """
 
     text: str

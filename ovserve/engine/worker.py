@@ -30,6 +30,7 @@ import numpy as np
 
 from ovserve.engine import messages as msg
 from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
+from ovserve.memory import pin_malloc_thresholds
 
 log = logging.getLogger("ovserve.engine")
 
@@ -565,6 +566,8 @@ class StatefulEngineLoop(_LoopBase):
 def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> None:
     """Entry point of the engine process (``multiprocessing`` spawn target)."""
     logging.basicConfig(level=log_level, format=f"%(asctime)s %(levelname)s [engine {spec.name}] %(message)s")
+    # Before the pipeline and any request: freed buffers must go back to the OS (ovserve.memory).
+    pin_malloc_thresholds()
     try:
         pipe = build_pipeline(spec)
     except Exception as exc:

@@ -158,7 +158,7 @@ class ChatService:
         vision_prompt = None
         if model.vision is not None:
             # Downloads and decoding come last, for requests that passed every other check.
-            vision_prompt = VisionPrompt(prompt, await self.media.load(planned_images))
+            vision_prompt = VisionPrompt(prompt, await self.media.load(planned_images, model.vision.image_target))
         return ChatJob(
             request=request,
             model=model,

@@ -4,7 +4,9 @@ pixel modes)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from ovserve.api.protocol import ChatMessage
 from ovserve.config import MediaSettings
 from ovserve.errors import MediaError, MediaNotAllowedError, MediaTooLargeError
 from ovserve.media import MediaResolver, decode_image
+from ovserve.vision import FALLBACK_MAX_SIDE, PREPROCESSOR_FILE, VISION_ENCODER_FILE, ImageTarget, VisionModel
 from tests import images
 
 PARAM = "messages.0.content.0.image_url"
@@ -179,3 +182,95 @@ def test_image_count_per_request_is_capped() -> None:
     with pytest.raises(MediaError, match="at most 2 images") as caught:
         media.plan([two, ChatMessage.model_validate({"role": "user", "content": [part]})])
     assert caught.value.param == "messages"
+
+
+# -- shrinking towards the model's input ---------------------------------------------------------
+
+CLIP_56 = {"image_processor_type": "CLIPImageProcessor", "size": {"shortest_edge": 56}, "crop_size": 56}
+
+
+def write_vlm_dir(path: Path, preprocessor: dict[str, object]) -> Path:
+    (path / VISION_ENCODER_FILE).write_text("<net/>")
+    (path / "config.json").write_text(json.dumps({"model_type": "llava"}))
+    (path / PREPROCESSOR_FILE).write_text(json.dumps(preprocessor))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_large_images_shrink_so_the_shorter_side_is_the_processors_shortest_edge(tmp_path: Path, fmt: str) -> None:
+    vision = VisionModel.detect(write_vlm_dir(tmp_path, CLIP_56))
+    assert vision is not None
+    landscape = images.encode(Image.effect_noise((800, 600), 60).convert("RGB"), fmt)
+    portrait = images.encode(Image.effect_noise((600, 800), 60).convert("RGB"), fmt)
+    # transformers' CLIP resize: shorter side 56, longer int(56 * 800 / 600) = 74.
+    assert decode_image(landscape, PARAM, vision.image_target).shape == (56, 74, 3)
+    assert decode_image(portrait, PARAM, vision.image_target).shape == (74, 56, 3)
+
+
+def test_small_images_are_never_enlarged() -> None:
+    target = ImageTarget.from_preprocessor(CLIP_56)
+    source = Image.effect_noise((40, 30), 80).convert("RGB")
+    array = decode_image(images.encode(source, "PNG"), PARAM, target)
+    assert (array == np.asarray(source)).all()
+    assert ImageTarget.from_preprocessor({"max_pixels": 10_000}).size_for(90, 100) == (90, 100)
+
+
+def test_dynamic_resolution_models_get_at_most_max_pixels() -> None:
+    qwen = {"image_processor_type": "Qwen2VLImageProcessor", "size": {"shortest_edge": 3136, "longest_edge": 200_000}}
+    array = decode_image(images.solid(images.RED, size=(1200, 600)), PARAM, ImageTarget.from_preprocessor(qwen))
+    height, width, _ = array.shape
+    assert height * width <= 200_000
+    assert abs(width / height - 2) < 0.01
+    assert tuple(array[height // 2, width // 2]) == images.RED
+
+
+def test_unknown_processors_cap_the_longer_side() -> None:
+    array = decode_image(images.solid(images.BLUE, size=(3000, 1500)), PARAM, ImageTarget.from_preprocessor({}))
+    assert array.shape == (FALLBACK_MAX_SIDE // 2, FALLBACK_MAX_SIDE, 3)
+
+
+def test_shrunk_transparent_and_animated_images_decode_as_before() -> None:
+    target = ImageTarget.from_preprocessor(CLIP_56)
+    transparent = images.encode(Image.new("RGBA", (400, 300), (12, 34, 56, 0)), "PNG")
+    assert (decode_image(transparent, PARAM, target) == 255).all()
+    frames = [Image.new("RGB", (400, 300), images.RED), Image.new("RGB", (400, 300), images.BLUE)]
+    gif = images.encode(frames[0], "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    shrunk = decode_image(gif, PARAM, target)
+    assert shrunk.shape == (56, 74, 3)
+    assert tuple(shrunk[28, 37]) == images.RED
+
+
+# -- the request's pixel budget ------------------------------------------------------------------
+
+
+def image_message(*bodies: bytes) -> ChatMessage:
+    parts: list[dict[str, object]] = [{"type": "text", "text": "look"}]
+    parts += [{"type": "image_url", "image_url": {"url": images.data_url(body)}} for body in bodies]
+    return ChatMessage.model_validate({"role": "user", "content": parts})
+
+
+def test_pixel_budget_names_the_image_that_crosses_it_and_decodes_nothing() -> None:
+    media = resolver(max_image_pixels_per_request=25_000)
+    # 10_000 pixels each as far as the header says, but pixels that do not decode: a refusal
+    # from the budget, not from the decoder, shows the check came first.
+    message = image_message(*[images.png_header_only(100, 100)] * 4)
+
+    async def load() -> list[np.ndarray]:
+        return await media.load(media.plan([message]), ImageTarget())
+
+    with pytest.raises(MediaTooLargeError, match="--max_image_pixels_per_request") as caught:
+        asyncio.run(load())
+    assert caught.value.param == "messages.0.content.3.image_url"
+    assert caught.value.code == "image_too_large"
+
+
+def test_requests_within_the_pixel_budget_decode_every_image_in_order() -> None:
+    media = resolver(max_image_pixels_per_request=2 * 40 * 30)
+    message = image_message(images.solid(images.RED), images.solid(images.BLUE))
+
+    async def load() -> list[np.ndarray]:
+        return await media.load(media.plan([message]), ImageTarget())
+
+    red, blue = asyncio.run(load())
+    assert tuple(red[0, 0]) == images.RED
+    assert tuple(blue[0, 0]) == images.BLUE
