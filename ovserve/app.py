@@ -55,6 +55,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await _answer(request, handler)
     except (asyncio.CancelledError, ConnectionResetError):
+        # The client went away (aiohttp cancels the handler): worth one line, not a traceback.
+        log.info("%s %s: the client disconnected before the answer was complete", request.method, request.path)
         raise
     except Exception:
         log.exception("building the error response for %s %r failed", request.method, request.path)

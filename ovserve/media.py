@@ -471,13 +471,17 @@ def _open_image(data: bytes, param: str) -> Iterator[Any]:
     except MediaError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise MediaTooLargeError(f"the image is too large to decode: {exc}", param=param) from None
+        log.debug("image decode refused for %s: %r", param, exc)
+        raise MediaTooLargeError(
+            f"the image has more pixels than the decoder accepts ({MAX_IMAGE_PIXELS})", param=param
+        ) from None
     except Image.UnidentifiedImageError:
         formats = ", ".join(IMAGE_FORMATS)
         raise MediaError(f"the data is not an image in a supported format ({formats})", param=param) from None
     except Exception as exc:  # truncated or corrupt data surfaces as many exception types
-        log.debug("image decode failed for %s: %r", param, exc)
-        raise MediaError(f"the image is corrupt or truncated: {exc}", param=param) from None
+        # Pillow's own message stays in the log: library internals are not part of the answer.
+        log.info("image decode failed for %s: %r", param, exc)
+        raise MediaError("the image is corrupt or truncated", param=param) from None
 
 
 def decode_image(data: bytes, param: str, target: ImageTarget | None = None) -> np.ndarray:

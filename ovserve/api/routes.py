@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -121,17 +122,27 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return await _stream(request, service.stream(job), job.id)
 
 
-async def _stream(request: web.Request, chunks: AsyncIterator[dict[str, Any]], job_id: str) -> web.StreamResponse:
+async def _stream(
+    request: web.Request, chunks: AsyncGenerator[dict[str, Any], None], job_id: str
+) -> web.StreamResponse:
     writer = SSEWriter(request)
-    await writer.open()
-    try:
-        async for chunk in chunks:
-            await writer.send(chunk)
-    except OvserveError as exc:
-        # Headers are gone: the failure travels as an error event, then the stream ends normally.
-        log.warning("stream %s failed: %s", job_id, exc.message)
-        await writer.send(exc.body())
-    await writer.done()
+    # aclosing: however the loop ends, the generator's cleanup (cancelling the engine request)
+    # runs now, not whenever the abandoned generator is garbage-collected.
+    async with contextlib.aclosing(chunks):
+        try:
+            await writer.open()
+            try:
+                async for chunk in chunks:
+                    await writer.send(chunk)
+            except OvserveError as exc:
+                # Headers are gone: the failure travels as an error event, then the stream ends normally.
+                log.warning("stream %s failed: %s", job_id, exc.message)
+                await writer.send(exc.body())
+            await writer.done()
+        except ConnectionResetError:
+            # A write found the connection gone before aiohttp cancelled this handler. An
+            # ordinary event: one line, no traceback (aiohttp would log one for an escaping error).
+            log.info("stream %s: the client disconnected", job_id)
     return writer.response
 
 

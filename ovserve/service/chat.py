@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,7 +223,7 @@ class ChatService:
             "usage": self.usage(job),
         }
 
-    async def stream(self, job: ChatJob) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, job: ChatJob) -> AsyncGenerator[dict[str, Any], None]:
         include_usage = job.request.include_usage
         usage_field: dict[str, Any] = {"usage": None} if include_usage else {}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,7 +118,7 @@ class CompletionService:
             "usage": job.usage(),
         }
 
-    async def stream(self, job: CompletionJob) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, job: CompletionJob) -> AsyncGenerator[dict[str, Any], None]:
         include_usage = job.request.include_usage
         usage_field: dict[str, Any] = {"usage": None} if include_usage else {}
 
