@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from ovserve import keys
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
+from ovserve.api.openapi import openapi_json
 from ovserve.api.protocol import ChatCompletionRequest, CompletionRequest, SamplingRequest
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.errors import AZURE, BadRequestError, OvserveError, UnsupportedMediaTypeError
@@ -227,3 +228,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v2/models/{name}/ready", model_ready)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/openapi.json", openapi_json)
