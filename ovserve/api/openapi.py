@@ -8,7 +8,11 @@ added here:
 - ``null`` on any optional top-level field means "not sent" (``SamplingRequest._null_means_not_sent``
   drops it before validation), so every optional property also allows ``null``;
 - ``model`` must name a model this server serves (any other name is a 404), so it is an ``enum`` of
-  the served names.
+  the served names;
+- rules the models check in validators rather than in field types (a message's ``content`` is
+  required unless an assistant message carries ``tool_calls``; at most four non-empty ``stop``
+  sequences). Cross-field rules JSON Schema cannot state simply (``stream_options`` only with
+  ``stream``, ``best_of >= n``...) are left out: the document accepts a little more than the server.
 
 The bodies stay open (``additionalProperties: true``): other servers' fields are mapped, ignored or
 refused by :mod:`ovserve.api.field_policy`, and unknown ones are accepted and logged.
@@ -24,7 +28,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from ovserve import __version__, keys
-from ovserve.api.protocol import ChatCompletionRequest, CompletionRequest
+from ovserve.api.protocol import MAX_STOP_SEQUENCES, ChatCompletionRequest, CompletionRequest
 
 _REF = "#/components/schemas/{model}"
 
@@ -66,6 +70,26 @@ _ERROR_SCHEMA: dict[str, Any] = {
 
 _ANNOTATIONS = ("title", "description", "default", "examples")
 
+# ChatMessage._content_required: content (non-null) unless the assistant calls tools.
+_MESSAGE_CONTENT_RULE: list[dict[str, Any]] = [
+    {"required": ["content"], "properties": {"content": {"not": {"type": "null"}}}},
+    {
+        "required": ["role", "tool_calls"],
+        "properties": {"role": {"const": "assistant"}, "tool_calls": {"type": "array", "minItems": 1}},
+    },
+]
+
+# SamplingRequest._stop_list.
+_STOP_SEQUENCE: dict[str, Any] = {"type": "string", "minLength": 1}
+_STOP: dict[str, Any] = {
+    "title": "Stop",
+    "anyOf": [
+        _STOP_SEQUENCE,
+        {"type": "array", "items": _STOP_SEQUENCE, "maxItems": MAX_STOP_SEQUENCES},
+        {"type": "null"},
+    ],
+}
+
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` or null, keeping the annotations on the outside."""
@@ -82,6 +106,7 @@ def _request_schema(schema: dict[str, Any], model_names: list[str]) -> dict[str,
         name: prop if name in required else _nullable(prop) for name, prop in schema.get("properties", {}).items()
     }
     properties["model"] = {**properties["model"], "enum": model_names}
+    properties["stop"] = _STOP
     return {**schema, "properties": properties}
 
 
@@ -116,6 +141,7 @@ def openapi_document(model_names: Iterable[str]) -> dict[str, Any]:
     schemas: dict[str, Any] = dict(top.get("$defs", {}))
     for model in models:
         schemas[model.__name__] = _request_schema(schemas[model.__name__], names)
+    schemas["ChatMessage"] = {**schemas["ChatMessage"], "anyOf": _MESSAGE_CONTENT_RULE}
     schemas["ErrorResponse"] = _ERROR_SCHEMA
     return {
         "openapi": "3.1.0",

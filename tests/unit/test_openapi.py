@@ -59,6 +59,7 @@ async def test_openapi_request_bodies_stay_open_to_other_servers_fields() -> Non
 
 
 MESSAGES = [{"role": "user", "content": "hi"}]
+TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
 
 
 @pytest.mark.parametrize(
@@ -72,6 +73,19 @@ MESSAGES = [{"role": "user", "content": "hi"}]
         ("/v3/chat/completions", {"model": None, "messages": MESSAGES}, False),
         ("/v3/chat/completions", {"model": "tiny-llm", "messages": MESSAGES, "temperature": 5}, False),
         ("/v3/completions", {"model": "tiny-llm"}, False),
+        # Rules the models check in validators.
+        ("/v3/chat/completions", {"model": "tiny-llm", "messages": [{"role": "user"}]}, False),
+        ("/v3/chat/completions", {"model": "tiny-llm", "messages": [{"role": "user", "content": None}]}, False),
+        ("/v3/chat/completions", {"model": "tiny-llm", "messages": [{"role": "assistant", "tool_calls": []}]}, False),
+        (
+            "/v3/chat/completions",
+            {"model": "tiny-llm", "messages": [{"role": "assistant", "tool_calls": [TOOL_CALL]}]},
+            True,
+        ),
+        ("/v3/completions", {"model": "tiny-llm", "prompt": "hi", "stop": ["a", "b", "c", "d"]}, True),
+        ("/v3/completions", {"model": "tiny-llm", "prompt": "hi", "stop": ["a", "b", "c", "d", "e"]}, False),
+        ("/v3/completions", {"model": "tiny-llm", "prompt": "hi", "stop": ""}, False),
+        ("/v3/completions", {"model": "tiny-llm", "prompt": "hi", "stop": ["a", ""]}, False),
     ],
 )
 async def test_openapi_request_schema_agrees_with_the_request_models(
