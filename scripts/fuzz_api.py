@@ -89,6 +89,9 @@ def schemathesis_command(url: str, args: argparse.Namespace) -> list[str]:
         "--suppress-health-check",
         "all",
         "--no-color",
+        # Otherwise any field named like a secret ("max_tokens", "stop_token_ids") shows as [Filtered].
+        "--output-sanitize",
+        "false",
     ]
     if args.seed is not None:
         command += ["--seed", str(args.seed)]
