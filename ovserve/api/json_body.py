@@ -24,9 +24,19 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+class _NotJSON(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json module accepts NaN and Infinity, which JSON does not (and the engine's float
+    # fields would take them).
+    raise _NotJSON(f"{name} is not a JSON value")
+
+
 def parse_json_object(body: bytes) -> dict[str, Any]:
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_constant=_refuse_constant)
     except RecursionError:
         raise _too_deep(None) from None
     except ValueError as exc:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from ovserve import keys
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.json_body import parse_json_object
+from ovserve.api.openapi import openapi_json
 from ovserve.api.protocol import ChatCompletionRequest, CompletionRequest, SamplingRequest
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.errors import (
@@ -246,3 +247,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v2/models/{name}/ready", model_ready)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/openapi.json", openapi_json)

@@ -163,3 +163,15 @@ def test_nesting_within_the_limit_is_accepted(server: Server) -> None:
     body = {"model": "tiny-llm", "messages": MESSAGES, "max_tokens": 2, "chat_template_kwargs": kwargs}
     response = httpx.post(f"{server.url}/v3/chat/completions", json=body, timeout=30)
     assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_non_json_number_literals_are_refused(server: Server, literal: str) -> None:
+    body = _raw(
+        '{"model": "tiny-llm", "messages": [{"role": "user", "content": "hi"}], "length_penalty": ' + literal + "}"
+    )
+    response = httpx.post(
+        f"{server.url}/v3/chat/completions", content=body, headers={"Content-Type": "application/json"}, timeout=30
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "invalid_json"
