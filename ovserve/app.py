@@ -37,6 +37,7 @@ def _json_error(body: dict, status: int) -> web.Response:
 
 def _error_response(error: OvserveError, dialect: str | None = None) -> web.Response:
     response = _json_error(error.body(), error.status_for(dialect))
+    response.headers.update(error.headers())
     if error.closes_connection:
         response.force_close()
     return response

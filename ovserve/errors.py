@@ -36,6 +36,10 @@ class OvserveError(Exception):
     def status_for(self, dialect: str | None) -> int:
         return self.dialect_status.get(dialect, self.status) if dialect else self.status
 
+    def headers(self) -> dict[str, str]:
+        """HTTP headers the answer carries (WWW-Authenticate, Retry-After)."""
+        return {}
+
 
 class BadRequestError(OvserveError):
     """The request is well-formed HTTP but asks for something invalid (OpenAI's 400)."""
@@ -58,6 +62,17 @@ class UnsupportedParameterError(BadRequestError):
 
     default_code = "unsupported_parameter"
     dialect_status: ClassVar[dict[str, int]] = {AZURE: 422}
+
+
+class AuthenticationError(OvserveError):
+    """No API key, or not one of the configured keys (OpenAI, vLLM and llama.cpp: 401)."""
+
+    status = 401
+    error_type = "invalid_request_error"
+    default_code = "invalid_api_key"
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": 'Bearer realm="ovserve"'}
 
 
 class NotFoundError(OvserveError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import itertools
+import json
 import time
 from pathlib import Path
 
@@ -34,6 +35,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--every", type=float, default=15.0)
     parser.add_argument("--cache_size", type=int, default=0, help="KV cache GB; 0 grows on demand")
+    parser.add_argument("--plugin_config", default="{}", help="JSON properties for the pipeline (as --plugin_config)")
     parser.add_argument(
         "--trim", action="store_true", help="malloc_trim(0) before each report: freed-but-kept memory is not counted"
     )
@@ -49,7 +51,7 @@ def main() -> None:
     scheduler.cache_size = args.cache_size
     scheduler.max_num_batched_tokens = 256
     scheduler.dynamic_split_fuse = True
-    pipe = ov_genai.ContinuousBatchingPipeline(str(args.model), scheduler, "CPU")
+    pipe = ov_genai.ContinuousBatchingPipeline(str(args.model), scheduler, "CPU", json.loads(args.plugin_config))
     tokenizer = pipe.get_tokenizer()
     config = pipe.get_config()
     config.max_new_tokens = args.max_tokens

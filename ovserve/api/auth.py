@@ -1,0 +1,153 @@
+"""API keys: who may use the server.
+
+Contract:
+
+- Keys come from ``--api_key`` (repeatable), ``OVSERVE_API_KEY`` and ``--api_key_file`` (one key
+  per line; blank lines and ``#`` comments ignored). The file is read again on SIGHUP and when its
+  modification time changes (checked at most once a second, on requests), so keys rotate without
+  a restart; a file that cannot be read keeps the last good keys and logs why.
+- A request presents a key as ``Authorization: Bearer <key>`` (OpenAI, vLLM, llama.cpp, Jan) or
+  ``api-key: <key>`` (Azure AI Foundry). Keys are compared in constant time: both sides are
+  hashed to a fixed length and every configured key is compared, whatever matches.
+- Missing or wrong → 401 in OpenAI's error shape with ``WWW-Authenticate: Bearer``; never a 500.
+- Health probes stay open (Kubernetes and load balancers carry no keys). ``/metrics`` needs a key
+  unless ``--metrics_public``. ``/health`` answers without a key but then lists no model names.
+- Keys are never logged: only how many are configured and where they came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+
+from aiohttp import web
+
+from ovserve.errors import AuthenticationError
+
+log = logging.getLogger(__name__)
+
+ENV_VAR = "OVSERVE_API_KEY"
+# Paths that answer without a key: liveness/readiness probes.
+OPEN_PATHS = frozenset({"/v2/health/live", "/v2/health/ready", "/health"})
+_FILE_CHECK_INTERVAL_S = 1.0
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def _keys_from_file(path: Path) -> list[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+class ApiKeys:
+    """The configured keys; empty means the server is open to anyone who reaches it."""
+
+    def __init__(self, keys: Iterable[str] = (), key_file: Path | None = None) -> None:
+        self._static = [key for key in keys if key]
+        self._file = key_file
+        self._file_mtime: float | None = None
+        self._file_keys: list[str] = []
+        self._next_check = 0.0
+        self._digests: list[bytes] = []
+        if key_file is not None:
+            # At startup an unreadable key file is the operator's mistake: fail loudly.
+            self._file_keys = _keys_from_file(key_file)
+            self._file_mtime = key_file.stat().st_mtime
+        self._rebuild()
+
+    @classmethod
+    def from_settings(cls, keys: Iterable[str], key_file: Path | None) -> ApiKeys:
+        env_key = os.environ.get(ENV_VAR, "").strip()
+        return cls([*keys, *([env_key] if env_key else [])], key_file)
+
+    def _rebuild(self) -> None:
+        self._digests = [_digest(key) for key in [*self._static, *self._file_keys]]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._digests) or self._file is not None
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+    def reload(self) -> None:
+        """Read the key file again (SIGHUP, or its modification time changed)."""
+        if self._file is None:
+            return
+        try:
+            mtime = self._file.stat().st_mtime
+            keys = _keys_from_file(self._file)
+        except (OSError, UnicodeError) as exc:
+            log.error("cannot reread the API key file %s (%s); keeping the %d keys in use", self._file, exc, len(self))
+            return
+        self._file_keys, self._file_mtime = keys, mtime
+        self._rebuild()
+        log.info("API keys reloaded from %s: %d key(s) in use", self._file, len(self))
+
+    def _reload_if_changed(self) -> None:
+        if self._file is None:
+            return
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + _FILE_CHECK_INTERVAL_S
+        try:
+            changed = self._file.stat().st_mtime != self._file_mtime
+        except OSError:
+            changed = True  # reload() logs why it cannot read the file
+        if changed:
+            self.reload()
+
+    def accepts(self, presented: str | None) -> bool:
+        self._reload_if_changed()
+        if presented is None:
+            return False
+        offered = _digest(presented)
+        matched = False
+        for digest in self._digests:  # no early exit: the time does not depend on which key matched
+            matched |= hmac.compare_digest(offered, digest)
+        return matched
+
+
+def presented_key(request: web.Request) -> str | None:
+    authorization = request.headers.get("Authorization")
+    if authorization is not None:
+        scheme, _, credentials = authorization.partition(" ")
+        if scheme.lower() == "bearer" and credentials.strip():
+            return credentials.strip()
+    api_key = request.headers.get("api-key")
+    return api_key.strip() if api_key and api_key.strip() else None
+
+
+def is_authorized(request: web.Request, keys: ApiKeys) -> bool:
+    return not keys.enabled or keys.accepts(presented_key(request))
+
+
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
+
+
+def auth_middleware(keys: ApiKeys, *, metrics_public: bool) -> Middleware:
+    @web.middleware
+    async def check_key(request: web.Request, handler: Handler) -> web.StreamResponse:
+        path = request.path
+        model_probe = path.startswith("/v2/models/") and path.endswith("/ready")
+        if path in OPEN_PATHS or model_probe or (metrics_public and path == "/metrics"):
+            return await handler(request)
+        if is_authorized(request, keys):
+            return await handler(request)
+        if presented_key(request) is None:
+            raise AuthenticationError(
+                "no API key: send 'Authorization: Bearer <key>' (or Azure's 'api-key' header)", code="missing_api_key"
+            )
+        raise AuthenticationError("the API key is not valid", code="invalid_api_key")
+
+    return check_key
