@@ -224,7 +224,8 @@ def swap_into_place(staged: Path, target: Path, aside: Path) -> None:
 
 @contextlib.contextmanager
 def staging_directory(target: Path) -> Iterator[Path]:
-    """A fresh directory next to ``target``; removed on exit, with the parents created for it."""
+    """A fresh directory next to ``target``; on exit it is removed, and so are the parents created
+    for it that are then empty."""
     # Directories this run creates (e.g. models/Qwen/) are removed again if the export fails.
     created = existing_ancestor(target.parent)
     target.parent.mkdir(parents=True, exist_ok=True)
