@@ -1,7 +1,7 @@
 """Export a Hugging Face model to an OVMS model repository that ``ovserve serve --config_path`` serves.
 
 Takes OVMS's ``export_model.py`` arguments (``text_generation`` subcommand) and runs the same code as
-``ovserve export``; see ``ovserve/export.py``. Example::
+``ovserve export``; see ``ovserve/export/``. Example::
 
     python scripts/export_model.py text_generation --source_model Qwen/Qwen2.5-0.5B-Instruct \\
         --weight-format int8 --model_repository_path models

@@ -1,0 +1,21 @@
+"""How the export talks to its user: the ``[export]`` progress lines, and the one error a user can fix.
+
+Every step prints through :func:`stage` as it starts and raises :class:`ExportError` for a problem
+the user can fix from its message; ``ovserve.export.run`` prints that message as one line and exits
+with status 2, and the repository is unchanged. Anything else a step raises is a bug (exit status 1,
+with a traceback).
+"""
+
+from __future__ import annotations
+
+
+class ExportError(Exception):
+    """A problem the user can fix: reported as one line, exit status 2, repository unchanged."""
+
+
+def stage(message: str) -> None:
+    print(f"[export] {message}", flush=True)
+
+
+def gb(size: float) -> str:
+    return f"{size / 1024**3:.2f} GB"
