@@ -5,6 +5,8 @@ One test per field, each asserting what a user would see change.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import openai
 import pytest
 
@@ -94,12 +96,35 @@ def test_extra_body_length_penalty_reaches_beam_search(client: openai.OpenAI) ->
     assert excinfo.value.body["param"] == "length_penalty"  # type: ignore[index]
 
 
-def test_extra_body_stop_token_ids_stop_generation(client: openai.OpenAI) -> None:
-    # <|im_start|> (id 1) is the 5th token of this seed's sample (see the skip_special_tokens test).
-    sampling = {"temperature": 1.0, "seed": 1, "top_k": -1, "top_p": 1.0, "repetition_penalty": 1.0}
-    stopped = create(client, max_tokens=8, ignore_eos=True, stop_token_ids=[1], **sampling)
+def test_extra_body_stop_token_ids_stop_generation(client: openai.OpenAI, tiny_llm: Path) -> None:
+    import openvino_genai
+
+    # The greedy answer's tokens (from logprobs) and their ids (from the vocabulary): stopping on
+    # the id of the 4th token must end the answer right there.
+    full = client.chat.completions.create(
+        model="tiny-llm",
+        messages=HELLO,  # type: ignore[arg-type]
+        max_tokens=12,
+        temperature=0,
+        logprobs=True,
+        extra_body={"ignore_eos": True},
+    )
+    assert full.choices[0].logprobs is not None and full.choices[0].logprobs.content is not None
+    tokens = [entry.token for entry in full.choices[0].logprobs.content]
+    vocab = openvino_genai.Tokenizer(str(tiny_llm)).get_vocab()
+    stop_token = tokens[3]
+    stop_id = vocab[stop_token.encode()]
+    stopped = client.chat.completions.create(
+        model="tiny-llm",
+        messages=HELLO,  # type: ignore[arg-type]
+        max_tokens=12,
+        temperature=0,
+        extra_body={"ignore_eos": True, "stop_token_ids": [stop_id]},
+    )
     assert stopped.choices[0].finish_reason == "stop"
-    assert stopped.usage is not None and stopped.usage.completion_tokens == 5
+    # The stop token counts as generated but is not part of the text (vLLM, MindIE).
+    assert stopped.usage is not None and stopped.usage.completion_tokens == tokens.index(stop_token) + 1
+    assert text(stopped) == "".join(tokens[: tokens.index(stop_token)])
 
 
 def test_extra_body_chat_template_kwargs_reach_the_template(client: openai.OpenAI) -> None:
