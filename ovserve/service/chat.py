@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,8 +28,6 @@ from ovserve.service.models import ModelRegistry, ServedModel
 from ovserve.service.output import ChoiceOutput, ParsedDelta, tool_call_deltas, tool_call_object
 from ovserve.service.response import Choice, Job, ready_model, sampling_params
 from ovserve.vision import insert_image_tags
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
