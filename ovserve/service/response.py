@@ -10,9 +10,11 @@ differ only in how a :class:`Choice` is written out.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -112,7 +114,7 @@ ChunkWriter = Callable[[Choice, ChoiceDelta, ParsedDelta, bool], Iterable[dict[s
 
 
 @dataclass(kw_only=True)
-class Job(Generic[RequestT]):
+class Job(ABC, Generic[RequestT]):
     """A validated request, ready for the engine; each endpoint's job says what its prompts are."""
 
     response_object: ClassVar[str]
@@ -132,12 +134,14 @@ class Job(Generic[RequestT]):
 
     # -- what an endpoint's job provides --------------------------------------------------
 
+    @abstractmethod
     def engine_prompts(self) -> list[EnginePrompt]:
-        raise NotImplementedError
+        """One engine request per prompt; choice ``i * n + j`` is the j-th of prompt i."""
 
     @property
+    @abstractmethod
     def prompt_tokens(self) -> int:
-        raise NotImplementedError
+        """The usage's prompt_tokens."""
 
     def choice_output(self) -> ChoiceOutput:
         """A choice's parsers: none, unless the endpoint parses reasoning or tool calls."""
@@ -145,7 +149,7 @@ class Job(Generic[RequestT]):
 
     # -- shared -------------------------------------------------------------------------------
 
-    async def run(self) -> AsyncIterator[ChoiceDelta]:
+    async def run(self) -> AsyncGenerator[ChoiceDelta, None]:
         """Every prompt's choices with stop strings applied, numbered ``prompt * n + choice``
         (OpenAI's order); ends when every choice has finished."""
         n = self.params.n
@@ -160,21 +164,24 @@ class Job(Generic[RequestT]):
     async def choices(self) -> list[Choice]:
         """Every choice, complete (a unary response)."""
         choices = [Choice(index, self.choice_output()) for index in range(len(self.engine_prompts()) * self.params.n)]
-        async for delta in self.run():
-            choices[delta.index].add(delta)
+        async with contextlib.aclosing(self.run()) as deltas:
+            async for delta in deltas:
+                choices[delta.index].add(delta)
         return choices
 
     async def chunks(self, write: ChunkWriter) -> AsyncGenerator[dict[str, Any], None]:
         """The stream: one chunk per choice object ``write`` makes, then the usage chunk if asked."""
         choices: dict[int, Choice] = {}
-        async for delta in self.run():
-            choice = choices.get(delta.index)
-            first = choice is None
-            if choice is None:
-                choice = choices[delta.index] = Choice(delta.index, self.choice_output())
-            step = choice.add(delta)
-            for choice_object in write(choice, delta, step, first):
-                yield self.chunk([choice_object])
+        # aclosing: a disconnect (this generator closed) cancels the engine requests at once.
+        async with contextlib.aclosing(self.run()) as deltas:
+            async for delta in deltas:
+                choice = choices.get(delta.index)
+                first = choice is None
+                if choice is None:
+                    choice = choices[delta.index] = Choice(delta.index, self.choice_output())
+                step = choice.add(delta)
+                for choice_object in write(choice, delta, step, first):
+                    yield self.chunk([choice_object])
         if self.request.include_usage:
             yield {**self.chunk([]), "usage": self.usage()}
 
