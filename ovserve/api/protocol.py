@@ -13,6 +13,7 @@ as Databricks and Azure AI Foundry document (see :data:`NULL_MEANS_NO_LIMIT`).
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -224,10 +225,63 @@ class NamedToolChoice(_Lenient):
     function: NamedFunction
 
 
-class ResponseFormat(_Lenient):
-    """OpenAI's text / json_object / json_schema, and OVMS-style regex / const_string."""
+class TextFormat(_Lenient):
+    """OpenAI: free text (the same as sending no response_format)."""
 
-    type: Literal["text", "json_object", "json_schema", "regex", "const_string"]
+    type: Literal["text"]
+
+
+class JSONObjectFormat(_Lenient):
+    """OpenAI: any JSON object."""
+
+    type: Literal["json_object"]
+
+
+class JSONSchemaSpec(_Lenient):
+    # OpenAI requires a name; ovserve never did (the name only labels the schema for the model).
+    name: str | None = None
+    description: str | None = None
+    # No schema (or {}) admits any JSON value. ``schema_``: "schema" is a BaseModel method.
+    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    # Every schema is enforced (or refused) whatever strict says: see ovserve.service.guided.
+    strict: bool | None = None
+
+
+class JSONSchemaFormat(_Lenient):
+    """OpenAI: JSON matching ``json_schema.schema``."""
+
+    type: Literal["json_schema"]
+    json_schema: JSONSchemaSpec
+
+
+class RegexFormat(_Lenient):
+    """OVMS: text matching ``pattern`` in full."""
+
+    type: Literal["regex"]
+    pattern: str = Field(min_length=1)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"not a valid regex: {exc}") from exc
+        return pattern
+
+
+class ConstStringFormat(_Lenient):
+    """OVMS: exactly ``value``."""
+
+    type: Literal["const_string"]
+    value: str
+
+
+# OpenAI's text / json_object / json_schema, and OVMS's regex / const_string, told apart by
+# "type" (the field is a discriminated union). An unknown type is reported with param
+# "response_format.type"; any other error of a member with param "response_format" (see
+# ovserve.api.routes.validation_error).
+ResponseFormat = TextFormat | JSONObjectFormat | JSONSchemaFormat | RegexFormat | ConstStringFormat
 
 
 class ChatCompletionRequest(SamplingRequest):
@@ -242,7 +296,7 @@ class ChatCompletionRequest(SamplingRequest):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     # False: at most one tool call is returned (and a forced call is exactly one).
     parallel_tool_calls: bool = True
-    response_format: ResponseFormat | None = None
+    response_format: ResponseFormat | None = Field(default=None, discriminator="type")
     chat_template_kwargs: dict[str, Any] | None = None
 
     @model_validator(mode="after")
@@ -255,14 +309,17 @@ class ChatCompletionRequest(SamplingRequest):
                 raise ValueError(f"tool_choice names '{self.tool_choice.function.name}', which is not in tools {names}")
         return self
 
-    def template_tools(self) -> list[dict[str, Any]] | None:
-        """Tools as the chat template sees them: none for tool_choice none, only the named one if named."""
+    def offered_tools(self) -> list[ToolDefinition]:
+        """The tools the model is offered: none for tool_choice none, only the named one if named."""
         if not self.tools or self.tool_choice == "none":
-            return None
-        tools = self.tools
+            return []
         if isinstance(self.tool_choice, NamedToolChoice):
-            tools = [tool for tool in tools if tool.function.name == self.tool_choice.function.name]
-        return [tool.model_dump(exclude_none=True) for tool in tools]
+            return [tool for tool in self.tools if tool.function.name == self.tool_choice.function.name]
+        return list(self.tools)
+
+    @property
+    def forces_tool_call(self) -> bool:
+        return self.tool_choice == "required" or isinstance(self.tool_choice, NamedToolChoice)
 
     @property
     def output_limit(self) -> int | None:

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator
 from typing import Any, TypeVar
 
 from aiohttp import web
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ovserve import keys
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
@@ -61,18 +61,34 @@ _TYPE_TAG = re.compile(
 )
 
 
-def validation_error(exc: ValidationError) -> BadRequestError:
+def validation_error(exc: ValidationError, model: type[BaseModel]) -> BadRequestError:
     """Pydantic's first complaint, phrased for an API user, with the offending field as param."""
     first = exc.errors(include_url=False)[0]
     parts = list(first["loc"])
     # For a union-typed field pydantic appends the member it tried ("prompt.str"): the param
     # a client can act on is the field itself.
     cut = next((i for i, part in enumerate(parts) if isinstance(part, str) and _TYPE_TAG.match(part)), len(parts))
-    location = ".".join(str(part) for part in parts[:cut])
+    path = param = parts[:cut]
+    field = model.model_fields.get(path[0]) if path and isinstance(path[0], str) else None
+    if field is not None and isinstance(field.discriminator, str):
+        if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            # No member has this "type": the tag field is the param; the message reads as a
+            # Literal's would.
+            path = param = [*path, field.discriminator]
+            message = "Field required"
+            if first["type"] == "union_tag_invalid":
+                message = "Input should be " + " or ".join(first["ctx"]["expected_tags"].rsplit(", ", 1))
+            location = ".".join(str(part) for part in path)
+            return BadRequestError(f"{location}: {message}", param=location)
+        # Pydantic puts the member's tag after the field ("response_format.regex.pattern"), a
+        # step the client's JSON does not have. The param is the field, which the client
+        # replaces as a whole.
+        path, param = [path[0], *path[2:]], path[:1]
     message = first["msg"].removeprefix("Value error, ")
+    location = ".".join(str(part) for part in path)
     if location:
         message = f"{location}: {message}"
-    return BadRequestError(message, param=location or None)
+    return BadRequestError(message, param=".".join(str(part) for part in param) or None)
 
 
 RequestModel = TypeVar("RequestModel", bound=SamplingRequest)
@@ -96,7 +112,7 @@ def parse_request(
     try:
         parsed = model.model_validate(cleaned)
     except ValidationError as exc:
-        raise validation_error(exc) from None
+        raise validation_error(exc, model) from None
     ignored = sorted({*dropped, *parsed.unknown_fields()})
     if ignored:
         log.info("%s request to %r: ignoring fields %s", endpoint.value, parsed.model, ignored)

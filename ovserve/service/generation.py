@@ -25,7 +25,13 @@ class ChoiceDelta:
     index: int
     text: str
     logprobs: list[tuple[int, str, float]] | None = None
-    finish_reason: str | None = None
+    engine_finish: str | None = None  # the engine's reason: "stop" (EOS, a stop token) or "length"
+    stop_string: bool = False  # the server found one of the request's stop strings
+
+    @property
+    def finished(self) -> bool:
+        """The choice's last delta (``ovserve.service.response.finish_reason`` names why)."""
+        return self.stop_string or self.engine_finish is not None
 
 
 @dataclass
@@ -38,7 +44,7 @@ class TokenCount:
 @dataclass
 class _ChoiceState:
     trimmer: StopTrimmer
-    finish_reason: str | None = None
+    finished: bool = False
 
 
 async def follow_choices(
@@ -52,17 +58,15 @@ async def follow_choices(
             state = choices.get(output.index)
             if state is None:
                 state = choices[output.index] = _ChoiceState(StopTrimmer(params.stop, include_stop=params.include_stop))
-            if state.finish_reason is not None:
+            if state.finished:
                 continue  # the server already stopped this choice on a stop sequence
             text = state.trimmer.push(output.text)
-            finish = output.finish_reason
-            if state.trimmer.stopped:
-                finish = "stop"
-            elif finish is not None:
+            if output.finish_reason is not None and not state.trimmer.stopped:
                 text += state.trimmer.flush()
-            state.finish_reason = finish
-            yield ChoiceDelta(output.index, text, output.logprobs, finish)
-            if len(choices) == params.n and all(s.finish_reason for s in choices.values()):
+            delta = ChoiceDelta(output.index, text, output.logprobs, output.finish_reason, state.trimmer.stopped)
+            state.finished = delta.finished
+            yield delta
+            if len(choices) == params.n and all(s.finished for s in choices.values()):
                 return  # leaving the generator cancels whatever the engine still runs
 
 

@@ -25,6 +25,14 @@ from typing import Any
 
 from outlines_core.json_schema import build_regex_from_schema
 
+from ovserve.api.protocol import (
+    ConstStringFormat,
+    JSONObjectFormat,
+    JSONSchemaFormat,
+    RegexFormat,
+    ResponseFormat,
+    ToolDefinition,
+)
 from ovserve.errors import BadRequestError
 from ovserve.parsers.base import ToolCallFormat
 
@@ -222,53 +230,30 @@ def _same_width(low: str, high: str) -> str:
     return "|".join(parts)
 
 
-def response_format_grammar(response_format: dict[str, Any] | None) -> GrammarSpec | None:
-    """OpenAI's ``text`` / ``json_object`` / ``json_schema``, plus OVMS-style ``regex`` and ``const_string``."""
-    if response_format is None:
-        return None
-    kind = response_format.get("type")
-    if kind == "text":
-        return None
-    if kind == "json_object":
-        return {"regex": schema_regex({"type": "object"}, param="response_format")}
-    if kind == "json_schema":
-        spec = response_format.get("json_schema")
-        if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
-            raise BadRequestError(
-                "response_format.json_schema must be an object with a 'schema'", param="response_format"
-            )
-        return {"regex": schema_regex(spec.get("schema", {}), param="response_format.json_schema.schema")}
-    if kind == "regex":
-        pattern = response_format.get("pattern")
-        if not isinstance(pattern, str) or not pattern:
-            raise BadRequestError("response_format of type 'regex' needs a 'pattern'", param="response_format")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise BadRequestError(
-                f"response_format.pattern is not a valid regex: {exc}", param="response_format"
-            ) from exc
-        return {"regex": pattern}
-    if kind == "const_string":
-        value = response_format.get("value")
-        if not isinstance(value, str):
-            raise BadRequestError(
-                "response_format of type 'const_string' needs a string 'value'", param="response_format"
-            )
-        return {"regex": re.escape(value)}
-    raise BadRequestError(
-        f"response_format type {kind!r} is not supported (text, json_object, json_schema, regex, const_string)",
-        param="response_format.type",
-    )
+def response_format_grammar(response_format: ResponseFormat | None) -> GrammarSpec | None:
+    """OpenAI's ``text`` / ``json_object`` / ``json_schema``, plus OVMS's ``regex`` and ``const_string``.
+
+    The request model has validated the shapes (a regex compiles); only the JSON schema is
+    checked here, as it is compiled.
+    """
+    match response_format:
+        case JSONObjectFormat():
+            return {"regex": schema_regex({"type": "object"}, param="response_format")}
+        case JSONSchemaFormat(json_schema=spec):
+            return {"regex": schema_regex(spec.schema_, param="response_format.json_schema.schema")}
+        case RegexFormat(pattern=pattern):
+            return {"regex": pattern}
+        case ConstStringFormat(value=value):
+            return {"regex": re.escape(value)}
+    return None  # text, or no response_format
 
 
-def tool_call_schema(tool: dict[str, Any]) -> dict[str, Any]:
+def tool_call_schema(tool: ToolDefinition) -> dict[str, Any]:
     """The JSON a forced call of ``tool`` must be: its name, and arguments under its parameters schema."""
-    function = tool["function"]
-    parameters = function.get("parameters") or {"type": "object", "properties": {}}
+    parameters = tool.function.parameters or {"type": "object", "properties": {}}
     return {
         "type": "object",
-        "properties": {"name": {"const": function["name"]}, "arguments": parameters},
+        "properties": {"name": {"const": tool.function.name}, "arguments": parameters},
         "required": ["name", "arguments"],
         "additionalProperties": False,
     }
@@ -283,11 +268,11 @@ def _hermes_only(fmt: ToolCallFormat | None, what: str) -> None:
         )
 
 
-def _any_call_regex(tools: list[dict[str, Any]]) -> str:
+def _any_call_regex(tools: list[ToolDefinition]) -> str:
     return "|".join(f"({schema_regex(tool_call_schema(tool), param='tools')})" for tool in tools)
 
 
-def guided_tool_calls_grammar(fmt: ToolCallFormat | None, tools: list[dict[str, Any]]) -> GrammarSpec:
+def guided_tool_calls_grammar(fmt: ToolCallFormat | None, tools: list[ToolDefinition]) -> GrammarSpec:
     """enable_tool_guided_generation with tool_choice auto: free text, but a call the model starts
     must be a valid call of one of ``tools`` (OVMS's structural tags, triggered by <tool_call>)."""
     _hermes_only(fmt, "enable_tool_guided_generation")
@@ -299,7 +284,7 @@ def guided_tool_calls_grammar(fmt: ToolCallFormat | None, tools: list[dict[str, 
     }
 
 
-def forced_tool_call_grammar(fmt: ToolCallFormat | None, tools: list[dict[str, Any]]) -> GrammarSpec:
+def forced_tool_call_grammar(fmt: ToolCallFormat | None, tools: list[ToolDefinition]) -> GrammarSpec:
     """A grammar that admits exactly one call of one of ``tools`` in the model's own format."""
     _hermes_only(fmt, "tool_choice 'required' or a named tool")
     return {"regex": f"<tool_call>\\n({_any_call_regex(tools)})\\n</tool_call>"}
