@@ -125,7 +125,7 @@ class ChatService:
             insert_image_tags(templated, request.messages)
         tools = request.offered_tools()
         template_tools = [tool.model_dump(exclude_none=True) for tool in tools] or None
-        prompt = model.render_chat(templated, template_tools, request.chat_template_kwargs)
+        prompt = await model.render_prompt(templated, template_tools, request.chat_template_kwargs)
         counted = prompt
         if model.vision is not None:
             model.vision.check_prompt(prompt, len(planned_images))

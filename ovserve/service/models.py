@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import functools
 import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNot
 from ovserve.generation_config import ModelDefaults
 from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.service.threads import started_thread
 from ovserve.service.tokenizer import PromptTokenizer
 from ovserve.vision import VisionModel
 
@@ -26,6 +30,9 @@ log = logging.getLogger(__name__)
 # config.json keys that carry the context length, in the order HF model families use them.
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 _FALLBACK_CONTEXT = 4096
+# Conversations shorter than this (characters of message text) render on the event loop: a
+# thread hop would cost more than the rendering.
+_INLINE_RENDER_CHARS = 64 * 1024
 
 
 def read_context_length(model_dir: Path) -> int:
@@ -70,6 +77,8 @@ class ServedModel:
     # How this model writes tool calls and reasoning (graph options, else detected from the template).
     tool_format: ToolCallFormat | None = None
     reasoning_format: ReasoningFormat | None = None
+    # Renders long conversations off the event loop (see render_prompt); started at load.
+    template_thread: concurrent.futures.ThreadPoolExecutor = field(default_factory=lambda: started_thread("template"))
 
     @property
     def name(self) -> str:
@@ -153,6 +162,26 @@ class ServedModel:
         if self.template is None:
             raise BadRequestError(f"model '{self.name}' has no chat template", param="messages")
         return self.template.render(messages, tools=tools, template_kwargs=template_kwargs)
+
+    async def render_prompt(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        template_kwargs: dict[str, Any] | None,
+    ) -> str:
+        """:meth:`render_chat` for a request: a long conversation renders on the template thread.
+
+        Rendering is Python code, which a thread gives up the GIL from every few milliseconds;
+        on the event loop a multi-megabyte conversation would hold every stream for its whole
+        rendering.
+        """
+        size = sum(len(message["content"]) for message in messages if isinstance(message.get("content"), str))
+        if size < _INLINE_RENDER_CHARS:
+            return self.render_chat(messages, tools, template_kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self.template_thread, functools.partial(self.render_chat, messages, tools, template_kwargs)
+        )
 
     async def encode_prompt(self, prompt: str, *, add_special_tokens: bool, param: str) -> list[int]:
         """The prompt's ids, refused (400) as soon as it is known not to fit this model."""

@@ -20,12 +20,12 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import math
 from typing import Any
 
 from ovserve.errors import ContextLengthExceededError
+from ovserve.service.threads import started_thread
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class PromptTokenizer:
     def __init__(self, tokenizer: Any, name: str) -> None:
         self._tokenizer = tokenizer
         self._name = name
-        self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"tokenizer-{name}")
+        self._thread = started_thread(f"tokenizer-{name}")
         # Starts the thread and runs the tokenizer's first-use initialisation on it, now.
         self._thread.submit(self._encode_ids, _WARM_UP_TEXT, True).result()
         self.max_token_bytes = self._thread.submit(self._longest_token).result()
