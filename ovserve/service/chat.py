@@ -171,7 +171,7 @@ class ChatService:
 
     def run(self, job: ChatJob) -> AsyncIterator[ChoiceDelta]:
         """Engine outputs with stop sequences applied; ends when every choice has finished."""
-        outputs = job.model.engine.generate(job.vision_prompt or job.prompt_ids, job.params.to_dict())
+        outputs = job.model.generate(job.vision_prompt or job.prompt_ids, job.params)
         return follow_choices(outputs, job.params, job.count)
 
     # -- response objects -------------------------------------------------------------------

@@ -82,10 +82,7 @@ class CompletionService:
     async def run(self, job: CompletionJob) -> AsyncIterator[ChoiceDelta]:
         """Every prompt's choices, renumbered ``prompt * n + choice``."""
         n = job.params.n
-        streams = [
-            follow_choices(job.model.engine.generate(ids, job.params.to_dict()), job.params, job.count)
-            for ids in job.prompt_ids
-        ]
+        streams = [follow_choices(job.model.generate(ids, job.params), job.params, job.count) for ids in job.prompt_ids]
         async for position, delta in merge(streams):
             delta.index += position * n
             yield delta

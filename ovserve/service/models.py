@@ -5,19 +5,21 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ovserve.chat_template import ChatTemplate
 from ovserve.config import ModelSettings
 from ovserve.engine.client import EngineClient
+from ovserve.engine.messages import EnginePrompt, SequenceOutput
 from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNotFoundError
-from ovserve.generation_config import ModelDefaults
+from ovserve.generation_config import GenerationParams, ModelDefaults
 from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.service.drafting import DRAFTING_KINDS, DraftingStats, record_drafting
 from ovserve.service.tokenizer import PromptTokenizer
 from ovserve.vision import VisionModel
 
@@ -70,6 +72,7 @@ class ServedModel:
     # How this model writes tool calls and reasoning (graph options, else detected from the template).
     tool_format: ToolCallFormat | None = None
     reasoning_format: ReasoningFormat | None = None
+    drafting: DraftingStats = field(default_factory=DraftingStats)  # speculative / prompt lookup only
 
     @property
     def name(self) -> str:
@@ -153,6 +156,13 @@ class ServedModel:
         if self.template is None:
             raise BadRequestError(f"model '{self.name}' has no chat template", param="messages")
         return self.template.render(messages, tools=tools, template_kwargs=template_kwargs)
+
+    def generate(self, prompt: EnginePrompt, params: GenerationParams) -> AsyncIterator[SequenceOutput]:
+        """One engine request's outputs; a drafting pipeline's acceptance is counted on the way."""
+        outputs = self.engine.generate(prompt, params)
+        if self.kind not in DRAFTING_KINDS:
+            return outputs
+        return record_drafting(outputs, params, self.drafting, model=self.name, kind=self.kind)
 
     async def encode_prompt(self, prompt: str, *, add_special_tokens: bool, param: str) -> list[int]:
         """The prompt's ids, refused (400) as soon as it is known not to fit this model."""
