@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,3 +147,12 @@ def choices_by_index(events: list[Any]) -> dict[int, list[dict[str, Any]]]:
 
 def streamed_text(choices: list[dict[str, Any]], key: str = "content") -> str:
     return "".join(choice["delta"].get(key) or "" for choice in choices)
+
+
+async def eventually(condition: Callable[[], object], timeout: float = 5.0) -> None:
+    """Wait until ``condition()`` holds (something another thread does, such as the engine's)."""
+    for _ in range(int(timeout / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"still false after {timeout} s: {condition}")
