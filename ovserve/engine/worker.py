@@ -10,7 +10,7 @@ Engine traps this loop is built around (see shared/feasibility.md):
 - a garbage-collected handle silently drops its request: handles stay in ``_active`` until
   the engine has released them.
 - duplicate request ids break ``step()``: ids come from the server's monotonic counter.
-- after ``cancel()`` no final output is delivered: END is emitted here instead.
+- after ``cancel()`` no final output is delivered: RequestEnded is sent from here instead.
 - if ``step()`` raises, the affected handle stays RUNNING forever: the requests added since the
   last good step are failed and cancelled (or all, if none were new).
 """
