@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
+from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, SchedulerSettings
 from ovserve.graph import GraphError, LLMNodeOptions, parse_graph, read_config
 from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
 
@@ -118,6 +118,7 @@ class ModelSettings(BaseModel):
             draft_models_path=self.draft_path.resolve() if self.draft_path else None,
             draft_device=self.draft_device,
             draft_scheduler=draft_scheduler,
+            fault=EngineFault.from_environment(),  # the one place the test hook's variable is read
         )
 
 

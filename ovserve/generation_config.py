@@ -1,22 +1,25 @@
 """Where every sampling value comes from: request > generation_config.json > built-in default.
 
 This is the only place that decides the precedence (vLLM's ``to_sampling_params``, OVMS's
-``base_generation_config_builder``). The result is a plain :class:`GenerationParams` that the
-engine process turns into an ``openvino_genai.GenerationConfig`` field by field, so the engine
-never falls back to a value nobody chose.
+``base_generation_config_builder``). The result is a plain :class:`GenerationParams`, sent as is
+to the engine process (``ovserve.engine.messages.AddRequest``), which turns it into an
+``openvino_genai.GenerationConfig`` field by field, so the engine never falls back to a value
+nobody chose.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ovserve.api.protocol import SamplingRequest
 from ovserve.engine.spec import PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
+
+if TYPE_CHECKING:  # the engine process unpickles GenerationParams: it need not load the API models
+    from ovserve.api.protocol import SamplingRequest
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +126,6 @@ class GenerationParams:
     beam_search: bool
     # Guided generation ({"regex": ...}), set by the chat service from response_format / tools.
     structured_output: dict[str, str] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def resolve_max_new_tokens(

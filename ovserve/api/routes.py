@@ -229,9 +229,9 @@ async def metrics(request: web.Request) -> web.Response:
                 stats = await model.engine.stats()
             except (OvserveError, TimeoutError):
                 continue
-            lines.append(f"ovserve_engine_requests{label} {stats['engine_requests']}")
-            lines.append(f"ovserve_engine_handles{label} {stats['active_requests'] + stats['releasing_requests']}")
-    drafting = [model for model in request.app[keys.MODELS] if model.engine.drafting.requests]
+            lines.append(f"ovserve_engine_requests{label} {stats.engine_requests}")
+            lines.append(f"ovserve_engine_handles{label} {stats.active_requests + stats.releasing_requests}")
+    drafting = [model for model in request.app[keys.MODELS] if model.drafting.requests]
     if drafting:
         lines += [
             "# HELP ovserve_draft_accepted_tokens_total Draft tokens the main model accepted.",
@@ -243,7 +243,7 @@ async def metrics(request: web.Request) -> web.Response:
         ]
         for model in drafting:
             label = f'{{model="{model.name}"}}'
-            counts = model.engine.drafting
+            counts = model.drafting
             lines.append(f"ovserve_draft_accepted_tokens_total{label} {counts.accepted_tokens}")
             lines.append(f"ovserve_draft_proposed_tokens_total{label} {counts.drafted_tokens}")
             lines.append(f"ovserve_draft_verify_steps_total{label} {counts.verify_steps}")

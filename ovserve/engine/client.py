@@ -4,6 +4,9 @@ Commands go to the child through a writer thread (a pipe write can block while t
 inside ``step()`` and not reading); events come back through ``loop.add_reader`` on the pipe, so
 nothing here ever blocks the event loop. Each request gets an ``asyncio.Queue`` that the reader
 fills; the request's consumer re-raises engine failures as :class:`EngineError`.
+
+How the engine is started is a :data:`EngineLauncher`: :func:`spawn_engine` (a real engine
+process) in production, an in-process stand-in speaking the same protocol in the fast tests.
 """
 
 from __future__ import annotations
@@ -17,14 +20,29 @@ import multiprocessing
 import queue
 import threading
 import time
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Protocol
 
-from ovserve.engine import messages as msg
-from ovserve.engine.spec import EngineSpec, PipelineKind
+from ovserve.engine.messages import (
+    AddRequest,
+    CancelRequest,
+    Command,
+    EngineErrorKind,
+    EnginePrompt,
+    EngineStats,
+    Event,
+    Fatal,
+    Ready,
+    RequestEnded,
+    SequenceOutput,
+    Shutdown,
+    StatsReply,
+    StatsRequest,
+)
+from ovserve.engine.spec import EngineSpec
 from ovserve.errors import BadRequestError, EngineError, ServiceUnavailableError
+from ovserve.generation_config import GenerationParams
 
 log = logging.getLogger(__name__)
 
@@ -41,53 +59,65 @@ class EngineState(enum.Enum):
     STOPPED = "stopped"
 
 
-@dataclass
-class DraftingStats:
-    """Speculative / prompt-lookup acceptance, derived from what each engine step delivered.
+class EngineProcess(Protocol):
+    """What the client needs of an engine's process (a ``multiprocessing.Process``)."""
 
-    The step API exposes no per-request acceptance counters (only ``generate()`` results carry
-    them), but each main-model step of a drafting pipeline yields 1 verified token plus the
-    accepted draft tokens: accepted = generated - steps. Drafted = steps x num_assistant_tokens
-    when that knob (not a confidence threshold) drives the draft.
-    """
+    @property
+    def exitcode(self) -> int | None: ...
 
-    requests: int = 0
-    generated_tokens: int = 0
-    verify_steps: int = 0
-    accepted_tokens: int = 0
-    drafted_tokens: int = 0
+    def is_alive(self) -> bool: ...
 
-    def record(self, generated: int, steps: int, num_assistant_tokens: int | None) -> tuple[int, int | None]:
-        accepted = max(0, generated - steps)
-        drafted = steps * num_assistant_tokens if num_assistant_tokens else None
-        self.requests += 1
-        self.generated_tokens += generated
-        self.verify_steps += steps
-        self.accepted_tokens += accepted
-        self.drafted_tokens += drafted or 0
-        return accepted, drafted
+    def join(self, timeout: float | None = None) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+EngineLauncher = Callable[[EngineSpec, int], tuple[Connection, EngineProcess]]
+"""Starts an engine for ``(spec, log_level)``; returns the server's end of its pipe and its process.
+
+The engine answers on the pipe with :class:`Ready` (or :class:`Fatal`) and then serves commands;
+its death shows as EOF on the pipe.
+"""
+
+
+def spawn_engine(spec: EngineSpec, log_level: int) -> tuple[Connection, EngineProcess]:
+    """The real engine: ``ovserve.engine.worker.main`` in a spawned process."""
+    from ovserve.engine import worker
+
+    ctx = multiprocessing.get_context("spawn")
+    parent_conn, child_conn = ctx.Pipe(duplex=True)
+    process = ctx.Process(
+        target=worker.main,
+        args=(child_conn, spec, log_level),
+        name=f"ovserve-engine-{spec.name}",
+        daemon=True,
+    )
+    process.start()
+    child_conn.close()  # so that the child's death shows up as EOF here
+    return parent_conn, process
 
 
 class EngineClient:
     """One served model's engine process, seen from the event loop."""
 
-    def __init__(self, spec: EngineSpec, *, log_level: int = logging.INFO) -> None:
+    def __init__(
+        self, spec: EngineSpec, *, log_level: int = logging.INFO, launcher: EngineLauncher = spawn_engine
+    ) -> None:
         self.spec = spec
         self.state = EngineState.STOPPED
         self.restarts = 0
         self.pid: int | None = None
         self._log_level = log_level
-        self._ctx = multiprocessing.get_context("spawn")
-        self._process: Any = None
+        self._launcher = launcher
+        self._process: EngineProcess | None = None
         self._conn: Connection | None = None
-        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Command | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
-        self._streams: dict[int, asyncio.Queue[msg.EngineEvent | BaseException]] = {}
-        self._stats_waiters: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._streams: dict[int, asyncio.Queue[SequenceOutput | RequestEnded | BaseException]] = {}
+        self._stats_waiters: dict[int, asyncio.Future[EngineStats]] = {}
         self._ready: asyncio.Future[None] | None = None
         self._restart_task: asyncio.Task[None] | None = None
         self._closing = False
-        self.drafting = DraftingStats()
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -96,18 +126,8 @@ class EngineClient:
         self.state = EngineState.LOADING
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        from ovserve.engine import worker
-
-        self._process = self._ctx.Process(
-            target=worker.main,
-            args=(child_conn, self.spec, self._log_level),
-            name=f"ovserve-engine-{self.spec.name}",
-            daemon=True,
-        )
         started = time.monotonic()
-        self._process.start()
-        child_conn.close()  # so that the child's death shows up as EOF here
+        parent_conn, self._process = self._launcher(self.spec, self._log_level)
         self._conn = parent_conn
         self._outbox = queue.SimpleQueue()
         self._writer = threading.Thread(
@@ -137,7 +157,7 @@ class EngineClient:
         self._detach()
         process = self._process
         if process is not None and process.is_alive():
-            self._outbox.put((msg.SHUTDOWN,))
+            self._outbox.put(Shutdown())
             await asyncio.get_running_loop().run_in_executor(None, process.join, 5.0)
             if process.is_alive():
                 process.kill()
@@ -152,7 +172,7 @@ class EngineClient:
         conn.close()
 
     @staticmethod
-    def _write_loop(conn: Connection, outbox: queue.SimpleQueue[Any]) -> None:
+    def _write_loop(conn: Connection, outbox: queue.SimpleQueue[Command | None]) -> None:
         while (item := outbox.get()) is not None:
             try:
                 conn.send(item)
@@ -172,30 +192,28 @@ class EngineClient:
         except (EOFError, OSError):
             self._on_engine_death()
 
-    def _dispatch(self, event: tuple) -> None:
-        kind = event[0]
-        if kind == msg.OUTPUT:
-            _, request_id, seq_index, text, token_count, logprobs, finish = event
-            stream = self._streams.get(request_id)
-            if stream is not None:
-                stream.put_nowait(msg.SequenceOutput(seq_index, text, token_count, logprobs, finish))
-        elif kind == msg.END:
-            _, request_id, error_kind, error_message = event
-            stream = self._streams.pop(request_id, None)
-            if stream is not None:
-                stream.put_nowait(msg.RequestEnded(error_kind, error_message))
-        elif kind == msg.STATS_REPLY:
-            waiter = self._stats_waiters.pop(event[1], None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(event[2])
-        elif kind == msg.READY:
-            self.pid = event[1]["pid"]
-            if self._ready is not None and not self._ready.done():
-                self._ready.set_result(None)
-        elif kind == msg.FATAL:
-            log.error("engine for %r failed to load: %s", self.spec.name, event[1])
-            if self._ready is not None and not self._ready.done():
-                self._ready.set_exception(RuntimeError(event[1]))
+    def _dispatch(self, event: Event) -> None:
+        match event:
+            case SequenceOutput(request_id=request_id):
+                stream = self._streams.get(request_id)
+                if stream is not None:
+                    stream.put_nowait(event)
+            case RequestEnded(request_id=request_id):
+                stream = self._streams.pop(request_id, None)
+                if stream is not None:
+                    stream.put_nowait(event)
+            case StatsReply(token, stats):
+                waiter = self._stats_waiters.pop(token, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(stats)
+            case Ready(pid):
+                self.pid = pid
+                if self._ready is not None and not self._ready.done():
+                    self._ready.set_result(None)
+            case Fatal(message):
+                log.error("engine for %r failed to load: %s", self.spec.name, message)
+                if self._ready is not None and not self._ready.done():
+                    self._ready.set_exception(RuntimeError(message))
 
     def _on_engine_death(self) -> None:
         was_ready = self.state is EngineState.READY
@@ -250,70 +268,61 @@ class EngineClient:
     def inflight(self) -> int:
         return len(self._streams)
 
-    def _send(self, command: tuple) -> None:
+    def _send(self, command: Command) -> None:
         if not self.ready or self._conn is None:
             raise ServiceUnavailableError(f"model '{self.spec.name}' is {self.state.value}; retry shortly")
         self._outbox.put(command)
 
-    async def generate(self, prompt: msg.EnginePrompt, params: msg.Params) -> AsyncGenerator[msg.SequenceOutput, None]:
+    async def generate(self, prompt: EnginePrompt, params: GenerationParams) -> AsyncGenerator[SequenceOutput, None]:
         """Yield the request's outputs as the engine produces them.
 
         Leaving the iteration early (client disconnect, a stop string found by the server)
-        cancels the engine request: the engine frees it and confirms with END.
+        cancels the engine request: the engine frees it and confirms with :class:`RequestEnded`.
         """
         request_id = next(_request_ids)
-        stream: asyncio.Queue[msg.EngineEvent | BaseException] = asyncio.Queue()
-        self._send((msg.ADD, request_id, prompt, params))
+        stream: asyncio.Queue[SequenceOutput | RequestEnded | BaseException] = asyncio.Queue()
+        self._send(AddRequest(request_id, prompt, params))
         self._streams[request_id] = stream
         finished = False
-        generated = steps = 0
         try:
             while True:
                 event = await stream.get()
-                if isinstance(event, BaseException):
-                    finished = True
-                    raise event
-                if isinstance(event, msg.RequestEnded):
-                    finished = True
-                    if event.error_kind == msg.ERROR_REFUSED:
-                        raise BadRequestError(event.error_message or "the engine refused the request")
-                    if event.error_kind == msg.ERROR_IGNORED:
-                        raise ServiceUnavailableError(event.error_message or "", code="engine_overloaded")
-                    if event.error_kind is not None:
-                        raise EngineError(event.error_message or "the engine failed")
-                    return
-                if event.index == 0:
-                    if event.token_count:
-                        generated += event.token_count
-                        steps += 1
-                    if event.finish_reason is not None:
-                        # Recorded here: consumers may stop iterating at the finish, before END.
-                        self._record_drafting(request_id, params, generated, steps)
-                yield event
+                match event:
+                    case SequenceOutput():
+                        yield event
+                    case RequestEnded(error=None):
+                        finished = True
+                        return
+                    case RequestEnded(error=error, message=message):
+                        finished = True
+                        raise _request_error(error, message)
+                    case BaseException():
+                        finished = True
+                        raise event
         finally:
             if not finished and request_id in self._streams and self._conn is not None:
-                # Keep the stream registered until the engine confirms with END.
+                # Keep the stream registered until the engine confirms with RequestEnded.
                 self._streams[request_id] = asyncio.Queue()
-                self._outbox.put((msg.CANCEL, request_id))
+                self._outbox.put(CancelRequest(request_id))
 
-    def _record_drafting(self, request_id: int, params: msg.Params, generated: int, steps: int) -> None:
-        drafting = self.spec.kind in (PipelineKind.SPECULATIVE, PipelineKind.PROMPT_LOOKUP)
-        if not drafting or steps == 0 or params["n"] > 1 or params["beam_search"]:
-            return
-        accepted, drafted = self.drafting.record(generated, steps, params.get("num_assistant_tokens"))
-        log.info(
-            "request %d on %r (%s): %d tokens in %d steps, %d draft tokens accepted%s",
-            request_id, self.spec.name, self.spec.kind.value, generated, steps, accepted,
-            f" of {drafted} drafted" if drafted else "",
-        )  # fmt: skip
-
-    async def stats(self, timeout: float = 5.0) -> dict[str, Any]:
+    async def stats(self, timeout: float = 5.0) -> EngineStats:
         """The engine's own counters (active requests as the pipeline sees them)."""
         token = next(_request_ids)
-        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[EngineStats] = asyncio.get_running_loop().create_future()
         self._stats_waiters[token] = waiter
-        self._send((msg.STATS, token))
+        self._send(StatsRequest(token))
         try:
             return await asyncio.wait_for(waiter, timeout)
         finally:
             self._stats_waiters.pop(token, None)
+
+
+def _request_error(error: EngineErrorKind | None, message: str | None) -> Exception:
+    """What the consumer of a request the engine ended with ``error`` raises."""
+    match error:
+        case EngineErrorKind.REFUSED:
+            return BadRequestError(message or "the engine refused the request")
+        case EngineErrorKind.IGNORED:
+            return ServiceUnavailableError(message or "", code="engine_overloaded")
+        case _:
+            return EngineError(message or "the engine failed")

@@ -1,56 +1,29 @@
-"""The wire format between the server process and an engine process.
+"""The wire protocol between the server process and an engine process.
 
-Messages are tuples (cheap to pickle). The child always sends a *list* of events per step so
-a busy engine costs one pipe write per step, not one per token.
+One frozen dataclass per message kind; :data:`Command` (server -> engine) and :data:`Event`
+(engine -> server) are their unions, and each side dispatches on them with ``match``. The
+server sends one command per ``Connection.send``; the engine always sends a *list* of events,
+so a busy engine costs one pipe write per step, not one per token.
+
+Every message is a slotted dataclass (small, cheap to pickle) and frozen, except the one sent
+per token: :class:`SequenceOutput` is built once per sequence per step on the engine's stepping
+thread and again on the server's event loop, and a frozen dataclass's ``__init__`` (one
+``object.__setattr__`` per field) measured ~4x slower than a plain one. Nothing mutates it.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-# parent -> child
-ADD = "add"  # (ADD, request_id, prompt_ids | VisionPrompt, params_dict)
-CANCEL = "cancel"  # (CANCEL, request_id)
-STATS = "stats"  # (STATS, token)
-SHUTDOWN = "shutdown"  # (SHUTDOWN,)
+from ovserve.generation_config import GenerationParams
 
-# child -> parent
-READY = "ready"  # (READY, info_dict)
-FATAL = "fatal"  # (FATAL, message): the pipeline could not be built
-OUTPUT = "out"  # (OUTPUT, request_id, seq_index, text, token_count, logprobs | None, finish | None)
-END = "end"  # (END, request_id, error_kind | None, error_message | None): engine released the request
-STATS_REPLY = "stats_reply"  # (STATS_REPLY, token, dict)
-
-# error kinds carried by END
-ERROR_ENGINE = "engine"  # step() raised while this request was in flight
-ERROR_IGNORED = "ignored"  # the scheduler refused the request (e.g. KV cache too small)
-ERROR_REFUSED = "refused"  # add_request refused the request's settings (e.g. a grammar it cannot compile)
+# -- payloads -------------------------------------------------------------------------------
 
 
-@dataclass
-class SequenceOutput:
-    """New text of one sequence (choice) of a request, as the server process sees it."""
-
-    index: int
-    text: str
-    token_count: int
-    logprobs: list[tuple[int, str, float]] | None
-    finish_reason: str | None
-
-
-@dataclass
-class RequestEnded:
-    error_kind: str | None = None
-    error_message: str | None = None
-
-
-EngineEvent = SequenceOutput | RequestEnded
-
-
-@dataclass
+@dataclass(slots=True)
 class VisionPrompt:
     """A VLM request: a VLM pipeline takes prompt text, not token ids (see ``ovserve.vision``).
 
@@ -66,4 +39,109 @@ class VisionPrompt:
 
 EnginePrompt = list[int] | VisionPrompt
 
-Params = dict[str, Any]
+# One generated token as a client sees it: (token id, token text, log probability).
+TokenLogprob = tuple[int, str, float]
+
+
+class EngineErrorKind(enum.Enum):
+    """Why the engine ended a request without finishing it (carried by :class:`RequestEnded`)."""
+
+    ENGINE = "engine"  # step() raised while this request was in flight -> 500, retry
+    IGNORED = "ignored"  # the scheduler refused the request (e.g. KV cache too small) -> 503
+    REFUSED = "refused"  # add_request refused the request's settings (e.g. a grammar it cannot compile) -> 400
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    """The engine's own counters, as ``/metrics`` reports them."""
+
+    active_requests: int  # requests the engine loop is driving
+    releasing_requests: int  # ended requests whose handles are kept until the pipeline frees them
+    engine_requests: int  # the pipeline's get_metrics().requests
+    scheduled_requests: int
+    cache_usage: float
+
+
+# -- server -> engine -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AddRequest:
+    request_id: int  # unique across engines and restarts: the pipeline breaks on duplicates
+    prompt: EnginePrompt
+    params: GenerationParams
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequest:
+    """Stop generating; the engine confirms with :class:`RequestEnded` (unless it already ended)."""
+
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class StatsRequest:
+    token: int  # echoed by the StatsReply
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    pass
+
+
+Command = AddRequest | CancelRequest | StatsRequest | Shutdown
+
+
+# -- engine -> server -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The pipeline is loaded; requests may come."""
+
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    """The pipeline could not be built; the engine process exits."""
+
+    message: str
+
+
+@dataclass(slots=True)  # not frozen: see the module docstring
+class SequenceOutput:
+    """New text of one sequence (choice) of a request."""
+
+    request_id: int
+    index: int  # the choice number, 0..n-1
+    text: str
+    token_count: int  # generated tokens this output stands for (a trimmed stop token included)
+    logprobs: list[TokenLogprob] | None
+    finish_reason: str | None  # "stop" / "length" on the sequence's last output
+
+    def __reduce__(self) -> tuple[type[SequenceOutput], tuple[object, ...]]:
+        # Sent once per token per sequence: a plain tuple of fields pickles smaller and faster
+        # than the dataclass's generic slot state.
+        return (
+            SequenceOutput,
+            (self.request_id, self.index, self.text, self.token_count, self.logprobs, self.finish_reason),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEnded:
+    """The engine released the request (finished, cancelled or failed); nothing follows for it."""
+
+    request_id: int
+    error: EngineErrorKind | None = None
+    message: str | None = None  # what the client is told when ``error`` is set
+
+
+@dataclass(frozen=True, slots=True)
+class StatsReply:
+    token: int
+    stats: EngineStats
+
+
+Event = Ready | Fatal | SequenceOutput | RequestEnded | StatsReply

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,28 @@ class SchedulerSettings(BaseModel):
         return self
 
 
+# The environment variable that turns on :class:`EngineFault` (tests set it on a server process).
+FAULT_ENV = "OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS"
+
+
+@dataclass(frozen=True)
+class EngineFault:
+    """A fault injected into the engine loop, for tests: the one failure the real engine cannot
+    produce on demand.
+
+    ``fail_step_on_max_new_tokens``: after a request whose ``max_new_tokens`` equals this value
+    is added, the next ``step()`` raises, as a real engine failure would.
+    """
+
+    fail_step_on_max_new_tokens: int
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> EngineFault | None:
+        """The fault :data:`FAULT_ENV` asks for (``OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS=777``), if any."""
+        value = int(environ.get(FAULT_ENV, "0") or 0)
+        return cls(fail_step_on_max_new_tokens=value) if value else None
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     name: str
@@ -54,3 +78,4 @@ class EngineSpec:
     draft_models_path: Path | None = None
     draft_device: str | None = None
     draft_scheduler: SchedulerSettings | None = None
+    fault: EngineFault | None = None  # tests only; never set from a graph or a flag

@@ -10,7 +10,7 @@ Engine traps this loop is built around (see shared/feasibility.md):
 - a garbage-collected handle silently drops its request: handles stay in ``_active`` until
   the engine has released them.
 - duplicate request ids break ``step()``: ids come from the server's monotonic counter.
-- after ``cancel()`` no final output is delivered: END is emitted here instead.
+- after ``cancel()`` no final output is delivered: RequestEnded is sent from here instead.
 - if ``step()`` raises, the affected handle stays RUNNING forever: the requests added since the
   last good step are failed and cancelled (or all, if none were new).
 """
@@ -28,15 +28,29 @@ from typing import Any
 
 import numpy as np
 
-from ovserve.engine import messages as msg
-from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
+from ovserve.engine.messages import (
+    AddRequest,
+    CancelRequest,
+    Command,
+    EngineErrorKind,
+    EnginePrompt,
+    EngineStats,
+    Event,
+    Fatal,
+    Ready,
+    RequestEnded,
+    SequenceOutput,
+    Shutdown,
+    StatsReply,
+    StatsRequest,
+    TokenLogprob,
+    VisionPrompt,
+)
+from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, SchedulerSettings
+from ovserve.generation_config import GenerationParams
 from ovserve.memory import pin_malloc_thresholds
 
 log = logging.getLogger("ovserve.engine")
-
-# Test hook, the one fault the real engine cannot produce on demand: a request whose
-# max_new_tokens equals this value makes the next step() raise.
-_FAULT_MAX_TOKENS = int(os.environ.get("OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS", "0") or 0)
 
 
 class IncrementalDetokenizer:
@@ -93,7 +107,7 @@ class _Beam:
 @dataclass
 class _Active:
     handle: Any
-    params: dict[str, Any]
+    params: GenerationParams
     # Keyed by choice index. The engine keys outputs by its own sequence ids (beam search uses
     # ids such as 3, 4, 5), so they are renumbered 0..n-1 in order of appearance.
     decoders: dict[int, IncrementalDetokenizer] = field(default_factory=dict)
@@ -112,32 +126,33 @@ _NO_TOP_K = 2**64 - 1
 
 # What a client is told; the engine's own message is logged here.
 _REFUSED = "the engine refused the request's generation settings (the server log has the engine's reason)"
+_IGNORED = "the engine could not schedule the request (not enough KV cache for its prompt)"
 _FAILED = "the engine failed while generating this request; retry it (the server log has the details)"
 
 _FINISH_REASONS = {"STOP": "stop", "LENGTH": "length", "TOOL_CALL": "stop"}
 
 
-def build_generation_config(pipe: Any, params: dict[str, Any]) -> Any:
-    """Map resolved :class:`GenerationParams` (as a dict) onto the pipeline's config.
+def build_generation_config(pipe: Any, params: GenerationParams) -> Any:
+    """Map resolved :class:`GenerationParams` onto the pipeline's config.
 
     ``pipe.get_config()`` carries the model's eos/stop token ids; every sampling field is then
     set explicitly so nothing falls back to a value the server did not choose.
     """
     # ContinuousBatchingPipeline.get_config() / LLMPipeline.get_generation_config(): same content.
     cfg = pipe.get_config() if hasattr(pipe, "get_config") else pipe.get_generation_config()
-    cfg.max_new_tokens = params["max_new_tokens"]
-    cfg.ignore_eos = params["ignore_eos"]
-    cfg.repetition_penalty = params["repetition_penalty"]
-    cfg.presence_penalty = params["presence_penalty"]
-    cfg.frequency_penalty = params["frequency_penalty"]
+    cfg.max_new_tokens = params.max_new_tokens
+    cfg.ignore_eos = params.ignore_eos
+    cfg.repetition_penalty = params.repetition_penalty
+    cfg.presence_penalty = params.presence_penalty
+    cfg.frequency_penalty = params.frequency_penalty
     cfg.apply_chat_template = False  # the server already rendered the template
-    cfg.logprobs = 1 if params["logprobs"] else 0
-    if params["stop"]:
+    cfg.logprobs = 1 if params.logprobs else 0
+    if params.stop:
         # The engine matches stop strings at token granularity; the server trims exactly.
-        cfg.stop_strings = set(params["stop"])
+        cfg.stop_strings = set(params.stop)
         cfg.include_stop_str_in_output = True
-    requested_stops = set(params["stop_token_ids"])
-    if requested_stops and params["ignore_eos"]:
+    requested_stops = set(params.stop_token_ids)
+    if requested_stops and params.ignore_eos:
         # The engine's ignore_eos ignores every stop token; ignore_eos means the model's EOS only
         # (vLLM), so the request's stop tokens replace the EOS ids and ignore_eos goes off.
         # validate() wants eos_token_id among the stop ids: one of the request's stands in.
@@ -147,35 +162,38 @@ def build_generation_config(pipe: Any, params: dict[str, Any]) -> Any:
     elif requested_stops:
         # Added to the model's EOS ids, which get_config() already put there.
         cfg.stop_token_ids = set(cfg.stop_token_ids) | requested_stops
-    if params["beam_search"]:
+    if params.beam_search:
         cfg.do_sample = False
-        cfg.num_beams = params["best_of"]
+        cfg.num_beams = params.best_of
         cfg.num_beam_groups = 1
-        cfg.num_return_sequences = params["n"]
-        cfg.length_penalty = params["length_penalty"]
-    elif params["temperature"] == 0.0:
+        cfg.num_return_sequences = params.n
+        cfg.length_penalty = params.length_penalty
+    elif params.temperature == 0.0:
         cfg.do_sample = False
         cfg.num_return_sequences = 1
     else:
         cfg.do_sample = True
-        cfg.temperature = params["temperature"]
-        cfg.top_p = params["top_p"]
+        cfg.temperature = params.temperature
+        cfg.top_p = params.top_p
         # get_config() carries generation_config.json's top_k: "no filter" must be set explicitly.
-        cfg.top_k = params["top_k"] if params["top_k"] > 0 else _NO_TOP_K
-        cfg.min_p = params["min_p"]
-        cfg.num_return_sequences = params["n"]
+        cfg.top_k = params.top_k if params.top_k > 0 else _NO_TOP_K
+        cfg.min_p = params.min_p
+        cfg.num_return_sequences = params.n
         # OVMS: an omitted seed means a random one; the engine's default would repeat itself.
-        seed = params["seed"]
+        seed = params.seed
         cfg.rng_seed = seed if seed is not None else random.getrandbits(32)
-    if params.get("structured_output"):
+    if params.structured_output:
         import openvino_genai as ov_genai
 
         # Compiled by the engine (xgrammar); a pattern it rejects fails add_request -> the client's 400.
-        cfg.structured_output_config = _structured_output_config(ov_genai, params["structured_output"])
+        cfg.structured_output_config = _structured_output_config(ov_genai, params.structured_output)
     # Speculative / prompt-lookup knobs; the server only sends them to pipelines that use them.
-    for name in ("num_assistant_tokens", "assistant_confidence_threshold", "max_ngram_size"):
-        if params.get(name) is not None:
-            setattr(cfg, name, params[name])
+    if params.num_assistant_tokens is not None:
+        cfg.num_assistant_tokens = params.num_assistant_tokens
+    if params.assistant_confidence_threshold is not None:
+        cfg.assistant_confidence_threshold = params.assistant_confidence_threshold
+    if params.max_ngram_size is not None:
+        cfg.max_ngram_size = params.max_ngram_size
     cfg.validate()
     return cfg
 
@@ -229,7 +247,7 @@ class _LoopBase:
         self._pipe = pipe
         self._tokenizer = pipe.get_tokenizer()
         self._conn = conn
-        self._commands: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._send_lock = threading.Lock()
         self._running = True
 
@@ -239,18 +257,18 @@ class _LoopBase:
     def _read_commands(self) -> None:
         while True:
             try:
-                command = self._conn.recv()
+                command: Command = self._conn.recv()
             except (EOFError, OSError):
-                self._commands.put((msg.SHUTDOWN,))
+                self._commands.put(Shutdown())
                 return
             if self._on_command_received(command):
                 self._commands.put(command)
 
-    def _on_command_received(self, command: tuple) -> bool:
+    def _on_command_received(self, command: Command) -> bool:
         """Runs on the reader thread; False when the command was fully handled there."""
         return True
 
-    def _send(self, events: list[tuple]) -> None:
+    def _send(self, events: list[Event]) -> None:
         try:
             with self._send_lock:  # the stateful loop sends from its reader thread too
                 self._conn.send(events)
@@ -261,13 +279,14 @@ class _LoopBase:
 class EngineLoop(_LoopBase):
     """The single thread that touches the pipeline."""
 
-    def __init__(self, pipe: Any, conn: Connection) -> None:
+    def __init__(self, pipe: Any, conn: Connection, fault: EngineFault | None = None) -> None:
         super().__init__(pipe, conn)
         self._active: dict[int, _Active] = {}
         self._added_since_step: list[int] = []
         # Finished and cancelled handles stay referenced for a few more steps: the pipeline frees
         # a request during the step after it ends and updates its metrics one step later.
         self._releasing: dict[int, tuple[Any, int]] = {}
+        self._fault = fault
         self._fail_next_step = False
 
     def run(self) -> None:
@@ -276,35 +295,35 @@ class EngineLoop(_LoopBase):
         self._ov = ov
         while self._running:
             busy = bool(self._active) or bool(self._releasing)
-            events: list[tuple] = []
+            events: list[Event] = []
             self._drain_commands(block=not busy, events=events)
             if self._active or self._releasing:
                 self._step(events)
             if events:
                 self._send(events)
 
-    def _drain_commands(self, *, block: bool, events: list[tuple]) -> None:
+    def _drain_commands(self, *, block: bool, events: list[Event]) -> None:
         while True:
             try:
                 command = self._commands.get(block=block)
             except queue.Empty:
                 return
             block = False
-            kind = command[0]
-            if kind == msg.ADD:
-                self._add(command[1], command[2], command[3], events)
-            elif kind == msg.CANCEL:
-                self._cancel(command[1], events)
-            elif kind == msg.STATS:
-                events.append((msg.STATS_REPLY, command[1], self._stats()))
-            elif kind == msg.SHUTDOWN:
-                self._running = False
-                return
+            match command:
+                case AddRequest(request_id, prompt, params):
+                    self._add(request_id, prompt, params, events)
+                case CancelRequest(request_id):
+                    self._cancel(request_id, events)
+                case StatsRequest(token):
+                    events.append(StatsReply(token, self._stats()))
+                case Shutdown():
+                    self._running = False
+                    return
 
-    def _add(self, request_id: int, prompt: msg.EnginePrompt, params: dict[str, Any], events: list[tuple]) -> None:
+    def _add(self, request_id: int, prompt: EnginePrompt, params: GenerationParams, events: list[Event]) -> None:
         try:
             cfg = build_generation_config(self._pipe, params)
-            if isinstance(prompt, msg.VisionPrompt):
+            if isinstance(prompt, VisionPrompt):
                 # A VLM pipeline takes text, never token ids (text-only requests included);
                 # add_request runs the vision encoder at once, so the arrays are not kept.
                 images = [self._ov.Tensor(image[np.newaxis]) for image in prompt.images]
@@ -315,37 +334,37 @@ class EngineLoop(_LoopBase):
         except Exception as exc:  # a config the engine refuses: fail this request only
             # The binding's message (C++ signatures, addresses) stays in the log, not in the answer.
             log.warning("request %d refused by the engine: %s", request_id, exc)
-            events.append((msg.END, request_id, msg.ERROR_REFUSED, _REFUSED))
+            events.append(RequestEnded(request_id, EngineErrorKind.REFUSED, _REFUSED))
             return
         active = _Active(handle=handle, params=params)
         self._active[request_id] = active
         self._added_since_step.append(request_id)
-        if _FAULT_MAX_TOKENS and params["max_new_tokens"] == _FAULT_MAX_TOKENS:
+        if self._fault is not None and params.max_new_tokens == self._fault.fail_step_on_max_new_tokens:
             self._fail_next_step = True
 
-    def _cancel(self, request_id: int, events: list[tuple]) -> None:
+    def _cancel(self, request_id: int, events: list[Event]) -> None:
         active = self._active.pop(request_id, None)
         if active is None:
-            return  # already finished; its END is on the way or sent
+            return  # already finished; its RequestEnded is on the way or sent
         active.handle.cancel()
         self._releasing[request_id] = (active.handle, _STEPS_TO_FREE)
-        events.append((msg.END, request_id, None, None))
+        events.append(RequestEnded(request_id))
 
-    def _stats(self) -> dict[str, Any]:
+    def _stats(self) -> EngineStats:
         metrics = self._pipe.get_metrics()
-        return {
-            "active_requests": len(self._active),
-            "releasing_requests": len(self._releasing),
-            "engine_requests": int(metrics.requests),
-            "scheduled_requests": int(metrics.scheduled_requests),
-            "cache_usage": float(metrics.cache_usage),
-        }
+        return EngineStats(
+            active_requests=len(self._active),
+            releasing_requests=len(self._releasing),
+            engine_requests=int(metrics.requests),
+            scheduled_requests=int(metrics.scheduled_requests),
+            cache_usage=float(metrics.cache_usage),
+        )
 
-    def _step(self, events: list[tuple]) -> None:
+    def _step(self, events: list[Event]) -> None:
         try:
             if self._fail_next_step:
                 self._fail_next_step = False
-                raise RuntimeError("injected step failure (OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS)")
+                raise RuntimeError("injected step failure (EngineSpec.fault)")
             self._pipe.step()
         except Exception as exc:
             self._fail_after_step_error(exc, events)
@@ -360,7 +379,7 @@ class EngineLoop(_LoopBase):
         for request_id, active in list(self._active.items()):
             self._drain(request_id, active, events)
 
-    def _fail_after_step_error(self, exc: Exception, events: list[tuple]) -> None:
+    def _fail_after_step_error(self, exc: Exception, events: list[Event]) -> None:
         suspects = self._added_since_step or list(self._active)
         log.error("step() failed; failing %d request(s): %s", len(suspects), exc)
         for request_id in suspects:
@@ -369,10 +388,10 @@ class EngineLoop(_LoopBase):
                 continue
             active.handle.cancel()
             self._releasing[request_id] = (active.handle, _STEPS_TO_FREE)
-            events.append((msg.END, request_id, msg.ERROR_ENGINE, _FAILED))
+            events.append(RequestEnded(request_id, EngineErrorKind.ENGINE, _FAILED))
         self._added_since_step.clear()
 
-    def _drain(self, request_id: int, active: _Active, events: list[tuple]) -> None:
+    def _drain(self, request_id: int, active: _Active, events: list[Event]) -> None:
         handle = active.handle
         status = handle.get_status().name
         while handle.can_read():
@@ -384,28 +403,21 @@ class EngineLoop(_LoopBase):
         del self._active[request_id]
         self._releasing[request_id] = (handle, _STEPS_TO_FREE)
         if status == "IGNORED":
-            events.append(
-                (
-                    msg.END,
-                    request_id,
-                    msg.ERROR_IGNORED,
-                    "the engine could not schedule the request (not enough KV cache for its prompt)",
-                )
-            )
+            events.append(RequestEnded(request_id, EngineErrorKind.IGNORED, _IGNORED))
             return
-        if active.params["beam_search"]:
+        if active.params.beam_search:
             self._emit_best_beams(request_id, active, events)
         # Close every sequence that the final read did not finish explicitly.
         for seq_index, decoder in active.decoders.items():
             if seq_index not in active.finished_seqs:
-                events.append((msg.OUTPUT, request_id, seq_index, decoder.flush(), 0, None, "stop"))
-        events.append((msg.END, request_id, None, None))
+                events.append(SequenceOutput(request_id, seq_index, decoder.flush(), 0, None, "stop"))
+        events.append(RequestEnded(request_id))
 
-    def _emit(self, request_id: int, active: _Active, seq_id: int, output: Any, events: list[tuple]) -> None:
+    def _emit(self, request_id: int, active: _Active, seq_id: int, output: Any, events: list[Event]) -> None:
         new_ids = list(output.generated_ids)
-        log_probs = [float(lp) for lp in output.generated_log_probs] if active.params["logprobs"] else []
+        log_probs = [float(lp) for lp in output.generated_log_probs] if active.params.logprobs else []
         finish = _FINISH_REASONS.get(output.finish_reason.name)
-        if active.params["beam_search"]:
+        if active.params.beam_search:
             beam = active.beams.setdefault(seq_id, _Beam())
             beam.ids.extend(new_ids)
             beam.log_probs.extend(log_probs)
@@ -414,10 +426,10 @@ class EngineLoop(_LoopBase):
             return
         self._emit_tokens(request_id, active, active.choice(seq_id), new_ids, log_probs, finish, events)
 
-    def _emit_best_beams(self, request_id: int, active: _Active, events: list[tuple]) -> None:
+    def _emit_best_beams(self, request_id: int, active: _Active, events: list[Event]) -> None:
         # The engine returns every beam at the end (num_beams of them, not num_return_sequences).
         ranked = sorted(active.beams.values(), key=lambda beam: beam.score, reverse=True)
-        for index, beam in enumerate(ranked[: active.params["n"]]):
+        for index, beam in enumerate(ranked[: active.params.n]):
             self._emit_tokens(request_id, active, index, beam.ids, beam.log_probs, beam.finish or "stop", events)
 
     def _emit_tokens(
@@ -428,30 +440,30 @@ class EngineLoop(_LoopBase):
         new_ids: list[int],
         log_probs: list[float],
         finish: str | None,
-        events: list[tuple],
+        events: list[Event],
     ) -> None:
         params = active.params
         token_count = len(new_ids)
-        if finish == "stop" and new_ids and new_ids[-1] in params["stop_token_ids"] and not params["include_stop"]:
+        if finish == "stop" and new_ids and new_ids[-1] in params.stop_token_ids and not params.include_stop:
             # A request's stop token ends the text without appearing in it (vLLM, MindIE), unless
             # include_stop_str_in_output asks for it; it still counts as a generated token.
             new_ids = new_ids[:-1]
             log_probs = log_probs[: len(new_ids)]
         decoder = active.decoders.get(index)
         if decoder is None:
-            decoder = active.decoders[index] = IncrementalDetokenizer(self._tokenizer, params["skip_special_tokens"])
+            decoder = active.decoders[index] = IncrementalDetokenizer(self._tokenizer, params.skip_special_tokens)
         text = decoder.push(new_ids) if new_ids else ""
         if finish is not None:
             text += decoder.flush()
             active.finished_seqs.add(index)
-        logprobs = None
-        if params["logprobs"]:
+        logprobs: list[TokenLogprob] | None = None
+        if params.logprobs:
             logprobs = [
                 (token_id, self._tokenizer.decode([token_id], skip_special_tokens=False), lp)
                 for token_id, lp in zip(new_ids, log_probs, strict=False)
             ]
         if text or token_count or finish is not None:
-            events.append((msg.OUTPUT, request_id, index, text, token_count, logprobs, finish))
+            events.append(SequenceOutput(request_id, index, text, token_count, logprobs, finish))
 
 
 class StatefulEngineLoop(_LoopBase):
@@ -465,29 +477,29 @@ class StatefulEngineLoop(_LoopBase):
         super().__init__(pipe, conn)
         self._cancelled: set[int] = set()
         self._outstanding: set[int] = set()  # added and not yet ended (kept by the reader thread)
-        self._pending: list[tuple[int, list[int], dict[str, Any]]] = []
+        self._pending: list[AddRequest] = []
         self._current: int | None = None
 
-    def _on_command_received(self, command: tuple) -> bool:
+    def _on_command_received(self, command: Command) -> bool:
         # generate() holds the loop thread for a whole generation: the reader thread keeps the
         # books (cancels reach the streamer through _cancelled) and answers stats itself.
-        kind = command[0]
-        if kind == msg.ADD:
-            self._outstanding.add(command[1])
-        elif kind == msg.CANCEL:
-            self._cancelled.add(command[1])
-            self._outstanding.discard(command[1])
-        elif kind == msg.STATS:
-            busy = int(self._current is not None)
-            stats = {
-                "active_requests": len(self._outstanding),
-                "releasing_requests": 0,
-                "engine_requests": busy,
-                "scheduled_requests": busy,
-                "cache_usage": 0.0,
-            }
-            self._send([(msg.STATS_REPLY, command[1], stats)])
-            return False
+        match command:
+            case AddRequest(request_id):
+                self._outstanding.add(request_id)
+            case CancelRequest(request_id):
+                self._cancelled.add(request_id)
+                self._outstanding.discard(request_id)
+            case StatsRequest(token):
+                busy = int(self._current is not None)
+                stats = EngineStats(
+                    active_requests=len(self._outstanding),
+                    releasing_requests=0,
+                    engine_requests=busy,
+                    scheduled_requests=busy,
+                    cache_usage=0.0,
+                )
+                self._send([StatsReply(token, stats)])
+                return False
         return True
 
     def run(self) -> None:
@@ -506,26 +518,27 @@ class StatefulEngineLoop(_LoopBase):
                 block = False
                 self._handle(command)
             if self._pending and self._running:
-                self._generate(*self._pending.pop(0))
+                self._generate(self._pending.pop(0))
 
-    def _handle(self, command: tuple) -> None:
-        kind = command[0]
-        if kind == msg.ADD:
-            self._pending.append((command[1], command[2], command[3]))
-        elif kind == msg.CANCEL:
-            request_id = command[1]
-            before = len(self._pending)
-            self._pending = [item for item in self._pending if item[0] != request_id]
-            if len(self._pending) != before:
-                self._cancelled.discard(request_id)
-                self._send([(msg.END, request_id, None, None)])
-        elif kind == msg.SHUTDOWN:
-            self._running = False
+    def _handle(self, command: Command) -> None:
+        match command:
+            case AddRequest():
+                self._pending.append(command)
+            case CancelRequest(request_id):
+                before = len(self._pending)
+                self._pending = [add for add in self._pending if add.request_id != request_id]
+                if len(self._pending) != before:
+                    self._cancelled.discard(request_id)
+                    self._send([RequestEnded(request_id)])
+            case Shutdown():
+                self._running = False
 
-    def _generate(self, request_id: int, prompt_ids: list[int], params: dict[str, Any]) -> None:
+    def _generate(self, add: AddRequest) -> None:
         import openvino_genai as ov_genai
 
-        decoder = IncrementalDetokenizer(self._tokenizer, params["skip_special_tokens"])
+        request_id, params = add.request_id, add.params
+        assert not isinstance(add.prompt, VisionPrompt), "a VLM is never served by the stateful pipeline"
+        decoder = IncrementalDetokenizer(self._tokenizer, params.skip_special_tokens)
         generated = 0
         outer = self
 
@@ -535,7 +548,7 @@ class StatefulEngineLoop(_LoopBase):
                 ids = [token] if isinstance(token, int) else list(token)
                 generated += len(ids)
                 if ids:
-                    outer._send([(msg.OUTPUT, request_id, 0, decoder.push(ids), len(ids), None, None)])
+                    outer._send([SequenceOutput(request_id, 0, decoder.push(ids), len(ids), None, None)])
                 if request_id in outer._cancelled:
                     return ov_genai.StreamingStatus.CANCEL
                 return ov_genai.StreamingStatus.RUNNING
@@ -546,21 +559,21 @@ class StatefulEngineLoop(_LoopBase):
         self._current = request_id
         try:
             cfg = build_generation_config(self._pipe, params)
-            input_ids = self._ov.Tensor(np.array([prompt_ids], dtype=np.int64))
+            input_ids = self._ov.Tensor(np.array([add.prompt], dtype=np.int64))
             self._pipe.generate(input_ids, cfg, _Streamer())
         except Exception as exc:
             log.warning("stateful generation of request %d failed: %s", request_id, exc)
-            self._send([(msg.END, request_id, msg.ERROR_ENGINE, _FAILED)])
+            self._send([RequestEnded(request_id, EngineErrorKind.ENGINE, _FAILED)])
             return
         finally:
             self._current = None
             self._outstanding.discard(request_id)
         if request_id in self._cancelled:
             self._cancelled.discard(request_id)
-            self._send([(msg.END, request_id, None, None)])
+            self._send([RequestEnded(request_id)])
             return
-        finish = "length" if generated >= params["max_new_tokens"] else "stop"
-        self._send([(msg.OUTPUT, request_id, 0, decoder.flush(), 0, None, finish), (msg.END, request_id, None, None)])
+        finish = "length" if generated >= params.max_new_tokens else "stop"
+        self._send([SequenceOutput(request_id, 0, decoder.flush(), 0, None, finish), RequestEnded(request_id)])
 
 
 def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> None:
@@ -571,10 +584,10 @@ def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> N
     try:
         pipe = build_pipeline(spec)
     except Exception as exc:
-        conn.send([(msg.FATAL, f"could not load {spec.model_path} ({spec.kind.value}) on {spec.device}: {exc}")])
+        conn.send([Fatal(f"could not load {spec.model_path} ({spec.kind.value}) on {spec.device}: {exc}")])
         return
     loop: EngineLoop | StatefulEngineLoop
-    loop = EngineLoop(pipe, conn) if spec.kind.continuous_batching else StatefulEngineLoop(pipe, conn)
-    conn.send([(msg.READY, {"pid": os.getpid()})])
+    loop = EngineLoop(pipe, conn, spec.fault) if spec.kind.continuous_batching else StatefulEngineLoop(pipe, conn)
+    conn.send([Ready(os.getpid())])
     loop.start_reader()
     loop.run()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import functools
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,13 @@ from typing import Any
 from ovserve.chat_template import ChatTemplate
 from ovserve.config import ModelSettings
 from ovserve.engine.client import EngineClient
+from ovserve.engine.messages import EnginePrompt, SequenceOutput
 from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNotFoundError
-from ovserve.generation_config import ModelDefaults
+from ovserve.generation_config import GenerationParams, ModelDefaults
 from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.service.drafting import DRAFTING_KINDS, DraftingStats, record_drafting
 from ovserve.service.threads import started_thread
 from ovserve.service.tokenizer import PromptTokenizer
 from ovserve.vision import VisionModel
@@ -79,6 +80,7 @@ class ServedModel:
     reasoning_format: ReasoningFormat | None = None
     # Renders long conversations off the event loop (see render_prompt); started at load.
     template_thread: concurrent.futures.ThreadPoolExecutor = field(default_factory=lambda: started_thread("template"))
+    drafting: DraftingStats = field(default_factory=DraftingStats)  # speculative / prompt lookup only
 
     @property
     def name(self) -> str:
@@ -182,6 +184,13 @@ class ServedModel:
         return await loop.run_in_executor(
             self.template_thread, functools.partial(self.render_chat, messages, tools, template_kwargs)
         )
+
+    def generate(self, prompt: EnginePrompt, params: GenerationParams) -> AsyncIterator[SequenceOutput]:
+        """One engine request's outputs; a drafting pipeline's acceptance is counted on the way."""
+        outputs = self.engine.generate(prompt, params)
+        if self.kind not in DRAFTING_KINDS:
+            return outputs
+        return record_drafting(outputs, params, self.drafting, model=self.name, kind=self.kind)
 
     async def encode_prompt(self, prompt: str, *, add_special_tokens: bool, param: str) -> list[int]:
         """The prompt's ids, refused (400) as soon as it is known not to fit this model."""

@@ -154,7 +154,7 @@ class Job(ABC, Generic[RequestT]):
         (OpenAI's order); ends when every choice has finished."""
         n = self.params.n
         streams = [
-            follow_choices(self.model.engine.generate(prompt, self.params.to_dict()), self.params, self.count)
+            follow_choices(self.model.generate(prompt, self.params), self.params, self.count)
             for prompt in self.engine_prompts()
         ]
         async for position, delta in merge(streams):

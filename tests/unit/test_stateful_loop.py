@@ -6,7 +6,16 @@ import multiprocessing
 import threading
 from pathlib import Path
 
-from ovserve.engine import messages as msg
+from ovserve.engine.messages import (
+    AddRequest,
+    CancelRequest,
+    Event,
+    RequestEnded,
+    SequenceOutput,
+    Shutdown,
+    StatsReply,
+    StatsRequest,
+)
 from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.engine.worker import StatefulEngineLoop, build_pipeline
 from ovserve.generation_config import GenerationParams
@@ -16,11 +25,11 @@ PARAMS = GenerationParams(
     presence_penalty=0.0, frequency_penalty=0.0, length_penalty=1.0, ignore_eos=True, seed=None, stop=(),
     stop_token_ids=(), include_stop=False, n=1, best_of=1, logprobs=False, skip_special_tokens=True,
     num_assistant_tokens=None, assistant_confidence_threshold=None, max_ngram_size=None, beam_search=False,
-).to_dict()  # fmt: skip
+)  # fmt: skip
 
 
-def received(conn) -> list[tuple]:  # type: ignore[no-untyped-def]
-    events = []
+def received(conn) -> list[Event]:  # type: ignore[no-untyped-def]
+    events: list[Event] = []
     while conn.poll(0.5):
         events.extend(conn.recv())
     return events
@@ -30,8 +39,8 @@ def test_commands_queued_behind_a_generation_are_handled_before_the_next_one(tin
     server_end, engine_end = multiprocessing.Pipe()
     loop = StatefulEngineLoop(build_pipeline(EngineSpec("m", tiny_llm, kind=PipelineKind.STATEFUL)), engine_end)
     # Two requests wait; while the first would run, a cancel of the second and a shutdown arrive.
-    loop._pending = [(1, [5, 6, 7], PARAMS), (2, [5, 6, 7], PARAMS)]
-    for command in ((msg.CANCEL, 2), (msg.SHUTDOWN,)):
+    loop._pending = [AddRequest(1, [5, 6, 7], PARAMS), AddRequest(2, [5, 6, 7], PARAMS)]
+    for command in (CancelRequest(2), Shutdown()):
         if loop._on_command_received(command):
             loop._commands.put(command)
     runner = threading.Thread(target=loop.run, daemon=True)
@@ -40,16 +49,16 @@ def test_commands_queued_behind_a_generation_are_handled_before_the_next_one(tin
     assert not runner.is_alive(), "the loop never handled the queued cancel and shutdown"
     events = received(server_end)
     # The cancelled request ended without ever producing output, and nothing else started.
-    assert (msg.END, 2, None, None) in events
-    assert not any(event[0] == msg.OUTPUT for event in events)
-    assert loop._pending == [(1, [5, 6, 7], PARAMS)]
+    assert RequestEnded(2) in events
+    assert not any(isinstance(event, SequenceOutput) for event in events)
+    assert loop._pending == [AddRequest(1, [5, 6, 7], PARAMS)]
 
 
 def test_stats_are_answered_by_the_reader_without_queueing(tiny_llm: Path) -> None:
     server_end, engine_end = multiprocessing.Pipe()
     loop = StatefulEngineLoop(build_pipeline(EngineSpec("m", tiny_llm, kind=PipelineKind.STATEFUL)), engine_end)
-    loop._on_command_received((msg.ADD, 7, [5, 6], PARAMS))
-    assert loop._on_command_received((msg.STATS, 99)) is False  # replied at once, even mid-generation
-    ((kind, token, stats),) = received(server_end)
-    assert (kind, token) == (msg.STATS_REPLY, 99)
-    assert stats["active_requests"] == 1 and stats["engine_requests"] == 0
+    loop._on_command_received(AddRequest(7, [5, 6], PARAMS))
+    assert loop._on_command_received(StatsRequest(99)) is False  # replied at once, even mid-generation
+    (reply,) = received(server_end)
+    assert isinstance(reply, StatsReply) and reply.token == 99
+    assert reply.stats.active_requests == 1 and reply.stats.engine_requests == 0

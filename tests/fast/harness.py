@@ -1,0 +1,158 @@
+"""Building blocks of the fast layer (see ``conftest.py``): a model without files, the app, SSE."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiohttp.test_utils import TestClient
+
+from ovserve.chat_template import ChatTemplate
+from ovserve.config import ModelSettings
+from ovserve.engine.client import EngineClient
+from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
+from ovserve.generation_config import ModelDefaults
+from ovserve.parsers import hermes
+from ovserve.service.models import ServedModel
+from ovserve.service.tokenizer import PromptTokenizer
+from tests.fast.scripted_engine import Script, ScriptedLauncher, reply
+
+MODEL = "fast-model"
+
+# Enough of a chat template to render roles, tools (Hermes style) and the generation prompt.
+TEMPLATE = (
+    "{% if tools %}<tools>{{ tools | tojson }}</tools>\n{% endif %}"
+    "{% for message in messages %}<|{{ message.role }}|>{{ message.content }}\n{% endfor %}"
+    "<|assistant|>"
+)
+
+
+@dataclass
+class _Ids:
+    data: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+
+@dataclass
+class _Encoded:
+    input_ids: _Ids
+
+
+class CharTokenizer:
+    """An ``openvino_genai.Tokenizer`` look-alike: one token per character (BOS = 1 if asked)."""
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> _Encoded:
+        ids = ([1] if add_special_tokens else []) + [ord(char) for char in text]
+        return _Encoded(_Ids(np.array([ids], dtype=np.int64)))
+
+    def get_vocab(self) -> dict[str, int]:
+        return {chr(code): code for code in range(32, 127)}
+
+
+@dataclass
+class FastModel:
+    model: ServedModel
+    launcher: ScriptedLauncher
+
+    def prompt_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
+        """What usage.prompt_tokens must say for this conversation (one token per character)."""
+        return len(self.model.render_chat(messages, tools, None))
+
+
+def fast_model(
+    script: Script | None = None,
+    *,
+    name: str = MODEL,
+    kind: PipelineKind = PipelineKind.CONTINUOUS_BATCHING,
+    context_length: int = 4096,
+    defaults: dict[str, Any] | None = None,
+    max_tokens_limit: int | None = None,
+) -> FastModel:
+    """A served model without model files: scripted engine, character tokenizer, Hermes tool calls."""
+    launcher = ScriptedLauncher(script or reply("Hello", "!"))
+    # model_construct: the settings' checks want an exported model directory.
+    settings = ModelSettings.model_construct(
+        name=name, path=Path("/nonexistent/fast-model"), max_tokens_limit=max_tokens_limit
+    )
+    spec = EngineSpec(name=name, model_path=settings.path, kind=kind, scheduler=SchedulerSettings())
+    model = ServedModel(
+        settings=settings,
+        spec=spec,
+        engine=EngineClient(spec, launcher=launcher),
+        tokenizer=PromptTokenizer(CharTokenizer(), name),
+        template=ChatTemplate(TEMPLATE),
+        defaults=ModelDefaults(defaults or {}),
+        context_length=context_length,
+        tool_format=hermes.FORMAT,
+    )
+    return FastModel(model, launcher)
+
+
+@dataclass
+class Served:
+    """A running app and what serves it."""
+
+    client: TestClient
+    models: list[FastModel] = field(default_factory=list)
+
+    @property
+    def engine(self) -> Any:
+        """The scripted engine of the first model, as last (re)started."""
+        return self.models[0].launcher.engine
+
+    async def chat(self, **body: Any) -> tuple[int, Any]:
+        """POST /v3/chat/completions; (status, JSON body) or (status, parsed SSE events) when streaming."""
+        return await self.post("/v3/chat/completions", body)
+
+    async def completion(self, **body: Any) -> tuple[int, Any]:
+        return await self.post("/v3/completions", body)
+
+    async def post(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        body = {"model": MODEL, **body}
+        async with self.client.post(path, json=body) as response:
+            if response.content_type == "text/event-stream":
+                return response.status, parse_sse(await response.text())
+            return response.status, await response.json()
+
+
+def parse_sse(text: str) -> list[Any]:
+    """The ``data:`` payloads of an event stream, JSON-decoded except the final ``[DONE]``."""
+    events: list[Any] = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        assert block.startswith("data: "), block
+        payload = block.removeprefix("data: ")
+        events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+def choices_by_index(events: list[Any]) -> dict[int, list[dict[str, Any]]]:
+    """Stream chunks' choices, grouped by choice index, in arrival order."""
+    grouped: dict[int, list[dict[str, Any]]] = {}
+    for event in events:
+        if isinstance(event, dict):
+            for choice in event.get("choices", []):
+                grouped.setdefault(choice["index"], []).append(choice)
+    return grouped
+
+
+def streamed_text(choices: list[dict[str, Any]], key: str = "content") -> str:
+    return "".join(choice["delta"].get(key) or "" for choice in choices)
+
+
+async def eventually(condition: Callable[[], object], timeout: float = 5.0) -> None:
+    """Wait until ``condition()`` holds (something another thread does, such as the engine's)."""
+    for _ in range(int(timeout / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"still false after {timeout} s: {condition}")

@@ -1,0 +1,190 @@
+"""A scripted engine that speaks the real wire protocol from a thread of the test process.
+
+:class:`ScriptedLauncher` is an :data:`ovserve.engine.client.EngineLauncher`: ``EngineClient``
+starts it instead of spawning ``ovserve.engine.worker``, gets the server's end of a real pipe,
+and everything on its side (writer thread, ``add_reader``, ``_dispatch``, cancellation, death
+and restart) runs as in production. The engine's end answers each :class:`AddRequest` from a
+*script*: a function of the request that yields the events of one engine step at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+
+from ovserve.engine.client import EngineProcess
+from ovserve.engine.messages import (
+    AddRequest,
+    CancelRequest,
+    Command,
+    EngineErrorKind,
+    EngineStats,
+    Event,
+    Fatal,
+    Ready,
+    RequestEnded,
+    SequenceOutput,
+    Shutdown,
+    StatsReply,
+    StatsRequest,
+)
+from ovserve.engine.spec import EngineSpec
+
+
+class Die:
+    """A script step that kills the engine: its end of the pipe closes, as when a process dies."""
+
+
+DIE = Die()
+
+Step = list[Event] | Die
+Script = Callable[[AddRequest], Iterable[Step]]
+
+_pids = itertools.count(90_000)
+
+
+def output(
+    add: AddRequest, text: str, *, index: int = 0, tokens: int = 1, finish: str | None = None, logprobs: bool = False
+) -> SequenceOutput:
+    """One sequence's new text; with ``logprobs``, one entry per character (the fake tokens)."""
+    entries = [(ord(char), char, -0.5) for char in text] if logprobs else None
+    return SequenceOutput(add.request_id, index, text, tokens, entries, finish)
+
+
+def reply(*pieces: str, finish: str = "stop", tokens: int = 1) -> Script:
+    """A script: each piece is one step of choice 0 (``tokens`` tokens each); the last one finishes."""
+
+    def script(add: AddRequest) -> Iterator[Step]:
+        for position, piece in enumerate(pieces):
+            last = position == len(pieces) - 1
+            yield [output(add, piece, tokens=tokens, finish=finish if last else None, logprobs=add.params.logprobs)]
+        yield [RequestEnded(add.request_id)]
+
+    return script
+
+
+def end_with(error: EngineErrorKind, message: str) -> Script:
+    """A script: the engine ends the request at once with ``error`` (refused, ignored, failed)."""
+
+    def script(add: AddRequest) -> Iterator[Step]:
+        yield [RequestEnded(add.request_id, error, message)]
+
+    return script
+
+
+@dataclass
+class ScriptedEngine:
+    """The engine's end of the pipe: one thread that reads commands and "steps" the scripts."""
+
+    conn: Connection
+    script: Script
+    gate: threading.Event  # Ready is sent once this is set (a model that is still loading)
+    fatal: str | None = None  # sent instead of Ready: the pipeline could not be built
+    step_interval_s: float = 0.001
+    received: list[Command] = field(default_factory=list)
+    exitcode: int | None = None
+    pid: int = field(default_factory=lambda: next(_pids))
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    # -- EngineProcess -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"scripted-engine-{self.pid}", daemon=True)
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def kill(self) -> None:
+        self._stop.set()
+
+    # -- the engine loop ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self.exitcode = self._serve()
+        except (EOFError, OSError):  # the server closed its end
+            self.exitcode = 0
+        finally:
+            self.conn.close()
+
+    def _serve(self) -> int:
+        while not self.gate.wait(0.01):
+            if self._stop.is_set():
+                return -9
+        if self.fatal is not None:
+            self.conn.send([Fatal(self.fatal)])
+            return 1
+        self.conn.send([Ready(self.pid)])
+        active: dict[int, Iterator[Step]] = {}
+        while not self._stop.is_set():
+            events: list[Event] = []
+            # Like the real loop: wait for a command only when nothing is running.
+            if self.conn.poll(self.step_interval_s if active else 0.05):
+                while self.conn.poll():
+                    command: Command = self.conn.recv()
+                    self.received.append(command)
+                    match command:
+                        case AddRequest(request_id):
+                            active[request_id] = iter(self.script(command))
+                        case CancelRequest(request_id):
+                            if active.pop(request_id, None) is not None:
+                                events.append(RequestEnded(request_id))
+                        case StatsRequest(token):
+                            running = len(active)
+                            events.append(StatsReply(token, EngineStats(running, 0, running, running, 0.0)))
+                        case Shutdown():
+                            return 0
+            for request_id, steps in list(active.items()):
+                step = next(steps, None)
+                if isinstance(step, Die):
+                    return -9  # the pipe closes without another word
+                if step is None:  # a script that stops without saying so: the engine ends it
+                    step = [RequestEnded(request_id)]
+                events.extend(step)
+                if any(isinstance(event, RequestEnded) for event in step):
+                    del active[request_id]
+            if events:
+                self.conn.send(events)  # one list per step, as the real engine sends
+        return -9
+
+    def adds(self) -> list[AddRequest]:
+        return [command for command in self.received if isinstance(command, AddRequest)]
+
+    def cancels(self) -> list[int]:
+        return [command.request_id for command in self.received if isinstance(command, CancelRequest)]
+
+
+@dataclass
+class ScriptedLauncher:
+    """Starts a :class:`ScriptedEngine` each time the client (re)starts its engine."""
+
+    script: Script
+    gate: threading.Event = field(default_factory=threading.Event)
+    fatal: str | None = None
+    launched: list[ScriptedEngine] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.gate.set()  # loaded at once unless a test clears it
+
+    def __call__(self, spec: EngineSpec, log_level: int) -> tuple[Connection, EngineProcess]:
+        server_end, engine_end = multiprocessing.Pipe(duplex=True)
+        # Through the launcher: a test may swap the script between requests.
+        engine = ScriptedEngine(engine_end, lambda add: self.script(add), self.gate, self.fatal)
+        engine.start()
+        self.launched.append(engine)
+        return server_end, engine
+
+    @property
+    def engine(self) -> ScriptedEngine:
+        """The engine started last."""
+        return self.launched[-1]

@@ -1,0 +1,120 @@
+"""What a client sees when the engine is not there, refuses, is overloaded, fails or dies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ovserve.engine.client import EngineState
+from ovserve.engine.messages import AddRequest, EngineErrorKind
+from tests.fast.harness import choices_by_index, eventually, fast_model, streamed_text
+from tests.fast.scripted_engine import DIE, Step, end_with, output, reply
+
+
+async def test_a_request_while_the_model_loads_is_503_until_it_is_ready(serve, messages) -> None:
+    fast = fast_model()
+    fast.launcher.gate.clear()  # the engine has not finished loading
+    served = await serve(fast, wait=False)
+    status, body = await served.chat(messages=messages)
+    assert status == 503
+    assert body["error"]["code"] == "model_not_ready"
+    assert "loading" in body["error"]["message"]
+    async with served.client.get("/v2/health/ready") as response:
+        assert response.status == 503
+
+    fast.launcher.gate.set()
+    await eventually(lambda: fast.model.engine.ready)
+    status, body = await served.chat(messages=messages)
+    assert status == 200, body
+    async with served.client.get("/v2/health/ready") as response:
+        assert response.status == 200
+
+
+async def test_a_request_the_scheduler_cannot_take_is_503_engine_overloaded(serve, messages) -> None:
+    message = "the engine could not schedule the request (not enough KV cache for its prompt)"
+    served = await serve(fast_model(end_with(EngineErrorKind.IGNORED, message)))
+    status, body = await served.chat(messages=messages)
+    assert status == 503
+    assert body["error"] == {
+        "message": message,
+        "type": "service_unavailable",
+        "param": None,
+        "code": "engine_overloaded",
+    }
+
+
+async def test_a_streamed_request_the_scheduler_cannot_take_ends_with_an_error_event(serve, messages) -> None:
+    served = await serve(fast_model(end_with(EngineErrorKind.IGNORED, "no room")))
+    status, events = await served.chat(messages=messages, stream=True)
+    assert status == 200  # the headers went before the engine answered
+    *_, error, done = events
+    assert error["error"]["code"] == "engine_overloaded"
+    assert done == "[DONE]"
+
+
+async def test_generation_settings_the_engine_refuses_are_400(serve, messages) -> None:
+    message = "the engine refused the request's generation settings (the server log has the engine's reason)"
+    served = await serve(fast_model(end_with(EngineErrorKind.REFUSED, message)))
+    status, body = await served.chat(messages=messages, temperature=0.5)
+    assert status == 400
+    assert body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"] == message
+
+
+async def test_a_request_failed_by_the_engine_is_500_and_the_engine_keeps_serving(serve, messages) -> None:
+    fast = fast_model(end_with(EngineErrorKind.ENGINE, "the engine failed while generating this request"))
+    served = await serve(fast)
+    status, body = await served.chat(messages=messages)
+    assert status == 500
+    assert body["error"]["code"] == "engine_error"
+
+    fast.launcher.script = reply("fine")
+    status, body = await served.chat(messages=messages)
+    assert status == 200 and body["choices"][0]["message"]["content"] == "fine"
+
+
+def dies_after_hello(add: AddRequest) -> Iterator[Step]:
+    yield [output(add, "Hel")]
+    yield DIE
+
+
+async def test_engine_death_mid_stream_sends_an_error_event_then_done_and_the_engine_restarts(serve, messages) -> None:
+    fast = fast_model(dies_after_hello)
+    served = await serve(fast)
+    status, events = await served.chat(messages=messages, stream=True)
+    assert status == 200
+    (chunks,) = choices_by_index(events).values()
+    assert streamed_text(chunks) == "Hel"
+    *_, error, done = events
+    assert error["error"]["code"] == "engine_error"
+    assert "died" in error["error"]["message"]
+    assert done == "[DONE]"
+
+    # A new engine is started; requests are served again once it is ready.
+    fast.launcher.script = reply("Back")
+    await eventually(lambda: fast.model.engine.state is EngineState.READY and len(fast.launcher.launched) == 2)
+    assert fast.model.engine.restarts == 1
+    status, body = await served.chat(messages=messages)
+    assert status == 200 and body["choices"][0]["message"]["content"] == "Back"
+
+
+async def test_engine_death_during_a_unary_request_is_500(serve, messages) -> None:
+    served = await serve(fast_model(dies_after_hello))
+    status, body = await served.chat(messages=messages)
+    assert status == 500
+    assert body["error"]["code"] == "engine_error"
+
+
+async def test_a_client_that_disconnects_mid_stream_cancels_its_engine_request(serve, messages) -> None:
+    def endless(add: AddRequest) -> Iterator[Step]:
+        while True:
+            yield [output(add, "word ")]
+
+    served = await serve(fast_model(endless))
+    body = {"model": "fast-model", "messages": messages, "stream": True}
+    async with served.client.post("/v3/chat/completions", json=body) as response:
+        assert response.status == 200
+        await response.content.readline()  # the first event arrived: generation is running
+    engine = served.engine
+    await eventually(engine.cancels)
+    assert engine.cancels() == [engine.adds()[0].request_id]
+    await eventually(lambda: served.models[0].model.engine.inflight == 0)
