@@ -377,6 +377,7 @@ class Flag:
     """One setting as a command-line flag and an environment variable."""
 
     names: tuple[str, ...]  # the first is the flag's own name; the rest are OVMS spellings
+    field_name: str  # the attribute of the settings model that holds the value
     field: FieldInfo
 
     @property
@@ -402,7 +403,7 @@ def flags(model: type[BaseModel]) -> list[Flag]:
         if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
             found.extend(flags(field.annotation))
         else:
-            found.append(Flag(names=_aliases(field) or (name,), field=field))
+            found.append(Flag(names=_aliases(field) or (name,), field_name=name, field=field))
     return found
 
 
