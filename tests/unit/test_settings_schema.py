@@ -193,3 +193,44 @@ def test_literal_flags_offer_exactly_the_schema_choices() -> None:
     (pipeline,) = [flag for flag in FLAGS if flag.name == "pipeline_type"]
     assert pipeline.choices == typing.get_args(pipeline.field.annotation)
     assert typing.get_origin(pipeline.field.annotation) is Literal
+
+
+def _documented(default: Any, cell: str) -> bool:
+    """Whether a README table's default cell states ``default``."""
+    cell = cell.strip().strip("`'")
+    if default is None or default == []:  # "none", "disabled", "detected from ...": no value
+        return cell not in {"true", "false"} and not re.fullmatch(r"[\d.]+", cell)
+    if isinstance(default, bool):
+        return cell == str(default).lower()
+    if isinstance(default, int | float):
+        return re.fullmatch(r"[\d.]+", cell) is not None and float(cell) == default
+    if isinstance(default, dict):
+        return cell == json.dumps(default)
+    return cell == str(default)
+
+
+def test_readme_tables_state_the_schema_defaults() -> None:
+    from pydantic_core import PydanticUndefined
+
+    from tests.conftest import ROOT
+
+    serving = (ROOT / "README.md").read_text().split("## Serve your own model")[0]
+    by_name = {name.removeprefix("--"): flag for flag in FLAGS for name in flag.names}
+    checked = set()
+    for row in re.findall(r"^\| (`[^|]+) \|([^|]*)\|", serving, flags=re.MULTILINE):
+        names = re.findall(r"`(?:--)?(\w+)`", row[0])
+        cell = row[1].strip()
+        cells = cell.split(", ") if len(cell.split(", ")) == len(names) else [cell] * len(names)
+        for name, cell in zip(names, cells, strict=True):
+            flag = by_name.get(name)
+            if flag is None:
+                continue
+            default = flag.field.get_default(call_default_factory=True)
+            if default is PydanticUndefined:
+                assert cell.strip() == "required", name
+            else:
+                if not row[0].startswith("`--"):  # a graph option
+                    default = GRAPH_DEFAULTS.get(flag.field_name, default)
+                assert _documented(default, cell), f"README says {name} defaults to {cell!r}, the schema {default!r}"
+            checked.add(flag.name)
+    assert checked == {flag.name for flag in FLAGS}, "flags the README does not list"
