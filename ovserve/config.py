@@ -152,6 +152,21 @@ class ModelSettings(BaseModel):
             raise ValueError(f"{value} does not exist")
         return value
 
+    @field_validator("draft_scheduler")
+    @classmethod
+    def _draft_scheduler_fits(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # The draft inherits the main model's scheduler values it does not override (engine_spec);
+        # check the result here, at load, rather than when the engine builds it.
+        main = info.data.get("scheduler")
+        if value and isinstance(main, SchedulerSettings):
+            try:
+                SchedulerSettings.model_validate({**main.model_dump(), **value})
+            except ValidationError as exc:
+                error = exc.errors(include_url=False)[0]
+                where = "".join(f" {part}" for part in error["loc"])
+                raise ValueError(f"draft scheduler{where}: {error['msg'].removeprefix('Value error, ')}") from None
+        return value
+
     @field_validator("tool_parser", "reasoning_parser")
     @classmethod
     def _registered_parser(cls, value: str | None, info: ValidationInfo) -> str | None:

@@ -181,6 +181,14 @@ def test_draft_graph_options_override_the_main_scheduler(tiny_llm: Path, tmp_pat
     assert draft is not None and draft.max_num_seqs == 8 and draft.cache_size == 3
 
 
+def test_a_draft_scheduler_the_engine_would_refuse_is_refused_at_load(tiny_llm: Path, tmp_path: Path) -> None:
+    from ovserve.graph import GraphError
+
+    options = 'models_path: "TINY"\n draft_models_path: "TINY"\n draft_max_num_seqs: 0'
+    with pytest.raises(GraphError, match=r"graph\.pbtxt:8: field 'draft_max_num_seqs': draft scheduler max_num_seqs"):
+        models_from_config(repository(tmp_path, tiny_llm, options))
+
+
 def test_a_graph_value_the_schema_refuses_names_file_line_and_option(tiny_llm: Path, tmp_path: Path) -> None:
     from ovserve.graph import GraphError
 
