@@ -107,13 +107,16 @@ class ModelSettings(BaseModel):
     max_tokens_limit: int | None = Field(default=None, ge=1, description="upper bound (and default) for max_tokens")
     best_of_limit: int = Field(default=20, ge=1, description="largest best_of / n a request may ask (OVMS default 20)")
     tool_parser: str | None = Field(
-        default=None, description=f"tool-call parser of the model's output ({', '.join(sorted(TOOL_PARSERS))})"
+        default=None,
+        description=f"how the model writes tool calls ({', '.join(sorted(TOOL_PARSERS))}; "
+        "default: detected from the chat template)",
     )
     reasoning_parser: str | None = Field(
-        default=None, description=f"reasoning parser of the model's output ({', '.join(sorted(REASONING_PARSERS))})"
+        default=None,
+        description=f"how the model writes its reasoning ({', '.join(sorted(REASONING_PARSERS))}; default: none)",
     )
     enable_tool_guided_generation: bool = Field(
-        default=False, description="constrain tool calls to the request's tool schemas"
+        default=False, description="with tool_choice auto, constrain a call the model starts to the request's tools"
     )
     # Graph-only: draft_* scheduler options overriding the main model's (see engine_spec).
     draft_scheduler: dict[str, Any] = Field(default_factory=dict, json_schema_extra=NOT_A_FLAG)

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel, TypeAdapter
 
 from ovserve.__main__ import MODEL_FLAGS, SERVER_FLAGS, build_parser, flag_values, settings_from_flags
-from ovserve.config import GRAPH_DEFAULTS, Flag, ModelSettings, ServerSettings, models_from_config
+from ovserve.config import GRAPH_DEFAULTS, NOT_A_FLAG, Flag, ModelSettings, ServerSettings, models_from_config
 from ovserve.graph import _LLM_OPTIONS_FIELDS, IGNORED_OPTIONS, LEGACY_OPTIONS, UNSUPPORTED_OPTIONS
 from tests.unit.test_graph_config import repository
 
@@ -100,7 +100,7 @@ def test_every_field_is_a_flag_or_marked_as_none() -> None:
         for name, field in model.model_fields.items():
             if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
                 names |= leaves(field.annotation)
-            elif field.json_schema_extra != {"flag": False}:
+            elif field.json_schema_extra != NOT_A_FLAG:
                 names.add(name)
         return names
 
