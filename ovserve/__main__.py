@@ -80,6 +80,7 @@ def flag_values(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[st
 
 
 def settings_from_flags(values: Mapping[str, Any]) -> ServerSettings:
+    """The server's settings from flag values: one model from the model flags, or --config_path's graphs."""
     model_names = {flag.name for flag in MODEL_FLAGS}
     model = {name: value for name, value in values.items() if name in model_names}
     server = {name: value for name, value in values.items() if name not in model_names}

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ovserve.__main__ import MODEL_FLAGS, SERVER_FLAGS, build_parser, flag_values, settings_from_flags
 from ovserve.config import GRAPH_DEFAULTS, NOT_A_FLAG, Flag, ModelSettings, ServerSettings, models_from_config
@@ -135,7 +135,7 @@ def test_ovserve_port_round_trips_and_the_command_line_wins(tiny_llm: Path) -> N
 
 def test_environment_mistakes_name_the_flag(tiny_llm: Path) -> None:
     environ = {"OVSERVE_MODEL_PATH": str(tiny_llm), "OVSERVE_MODEL_NAME": "m", "OVSERVE_MAX_NUM_SEQS": "0"}
-    with pytest.raises(Exception, match="greater than or equal to 1") as excinfo:
+    with pytest.raises(ValidationError, match="greater than or equal to 1") as excinfo:
         settings_from_flags(flag_values(build_parser().parse_args(["serve"]), environ))
     assert "max_num_seqs" in str(excinfo.value)
 
@@ -242,3 +242,47 @@ def test_readme_tables_state_the_schema_defaults() -> None:
                 assert _documented(default, cell), f"README says {name} defaults to {cell!r}, the schema {default!r}"
             checked.add(flag.name)
     assert checked == {flag.name for flag in FLAGS}, "flags the README does not list"
+
+
+# -- what the command line checks itself: where the models come from ------------------------------
+
+
+def run_serve(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
+    """``ovserve serve`` up to its settings; only mistakes are run, so it never starts serving."""
+    from ovserve.__main__ import main
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve", *argv]) == 2
+    return capsys.readouterr().err
+
+
+def test_serve_without_a_model_says_what_to_give(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "give --model_path and --model_name, or --config_path" in run_serve([], capsys, monkeypatch)
+
+
+def test_config_path_and_model_path_exclude_each_other(
+    tiny_llm: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = ["--config_path", "graphs/config.json", "--model_path", str(tiny_llm)]
+    assert "--config_path and --model_path/--model_name exclude each other" in run_serve(argv, capsys, monkeypatch)
+
+
+def test_a_bad_environment_value_is_reported_as_its_flag(
+    tiny_llm: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = ["--model_path", str(tiny_llm), "--model_name", "m"]
+    err = run_serve(argv, capsys, monkeypatch, OVSERVE_REST_PORT="1", OVSERVE_PORT="many")  # aliases: no variable
+    assert err.startswith("ovserve: --port: Input should be a valid integer") and "Traceback" not in err
+
+
+def test_model_flags_with_config_path_are_reported_as_ignored(
+    tiny_llm: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = repository(tmp_path, tiny_llm, 'models_path: "TINY"')
+    args = build_parser().parse_args(["serve", "--config_path", str(config), "--cache_size", "4"])
+    (model,) = settings_from_flags(flag_values(args, environ={})).models
+    assert model.scheduler.cache_size == 0
+    assert "--cache_size is ignored with --config_path" in caplog.text
