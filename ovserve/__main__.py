@@ -46,10 +46,9 @@ def _add_flags(serve: argparse.ArgumentParser) -> None:
     for flag in sorted([*MODEL_FLAGS, *SERVER_FLAGS], key=lambda flag: first.get(flag.name, len(first))):
         group = source if flag.name in SOURCE_FLAGS else serve
         options = [f"--{name}" for name in flag.names]
+        help_text = (flag.field.description or "").replace("%", "%%")  # argparse formats help with %
         # SUPPRESS: a flag not given is absent, so the schema's default (or the environment) applies.
-        group.add_argument(
-            *options, dest=flag.name, choices=flag.choices, help=flag.field.description, default=argparse.SUPPRESS
-        )
+        group.add_argument(*options, dest=flag.name, choices=flag.choices, help=help_text, default=argparse.SUPPRESS)
 
 
 def build_parser() -> argparse.ArgumentParser:
