@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
+import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from ovserve import export, keys
 from ovserve.app import create_app, load_models
-from ovserve.config import MediaSettings, ModelSettings, ServerSettings, models_from_config
+from ovserve.config import ENV_PREFIX, ModelSettings, ServerSettings, flags, models_from_config
 from ovserve.connection import TimedServer
-from ovserve.engine.spec import SchedulerSettings
 from ovserve.graph import GraphError
 from ovserve.memory import pin_malloc_thresholds
 
@@ -28,109 +29,38 @@ class UsageError(Exception):
     """A command-line mistake: reported in one line, exit status 2."""
 
 
-def _bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+# The serve flags, generated from the settings schema (ovserve.config). argparse, not
+# pydantic-settings' CLI: that names a sub-model's settings "--scheduler.cache_size" where OVMS
+# (and so ovserve) says "--cache_size", cannot build the list of served models from one set of
+# flags, and prints its own help format (types as metavars, defaults appended).
+MODEL_FLAGS = flags(ModelSettings)
+SERVER_FLAGS = flags(ServerSettings)
+SOURCE_FLAGS = ("model_path", "model_name", "config_path")
+
+
+def _add_flags(serve: argparse.ArgumentParser) -> None:
+    """One option per schema flag; values stay text for the schema to validate and convert."""
+    source = serve.add_argument_group("what to serve (one model from flags, or an OVMS config.json)")
+    # The source flags first, as their group is listed first in the usage line.
+    first = {name: position for position, name in enumerate(SOURCE_FLAGS)}
+    for flag in sorted([*MODEL_FLAGS, *SERVER_FLAGS], key=lambda flag: first.get(flag.name, len(first))):
+        group = source if flag.name in SOURCE_FLAGS else serve
+        options = [f"--{name}" for name in flag.names]
+        help_text = (flag.field.description or "").replace("%", "%%")  # argparse formats help with %
+        # SUPPRESS: a flag not given is absent, so the schema's default (or the environment) applies.
+        group.add_argument(*options, dest=flag.name, choices=flag.choices, help=help_text, default=argparse.SUPPRESS)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ovserve", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="serve a model over the OpenAI-compatible REST API")
-    source = serve.add_argument_group("what to serve (one model from flags, or an OVMS config.json)")
-    source.add_argument("--model_path", type=Path, help="directory of an OpenVINO IR model")
-    source.add_argument("--model_name", help="the name clients send as 'model'")
-    source.add_argument(
-        "--config_path",
-        type=Path,
-        help="OVMS config.json listing graphs (graph.pbtxt) to serve, several models at once",
+    serve = commands.add_parser(
+        "serve",
+        help="serve a model over the OpenAI-compatible REST API",
+        epilog=f"Each flag can also be set by the environment variable {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}PORT); "
+        "the command line wins.",
     )
-    serve.add_argument(
-        "--pipeline_type", default="AUTO", choices=["AUTO", "LM", "LM_CB", "VLM_CB"],
-        help="AUTO: stateful LM on NPU, continuous batching elsewhere",
-    )  # fmt: skip
-    serve.add_argument("--draft_models_path", type=Path, help="draft model directory: serve with speculative decoding")
-    serve.add_argument("--draft_device", help="device of the draft model (default: --device)")
-    serve.add_argument(
-        "--plugin_config", default="{}", help="JSON object passed to the pipeline, e.g. '{\"prompt_lookup\": true}'"
-    )
-    serve.add_argument(
-        "--port", "--rest_port", dest="port", type=int, default=8000, help="REST port (OVMS: --rest_port)"
-    )
-    serve.add_argument("--host", default="0.0.0.0", help="address to bind (default: all interfaces)")
-    serve.add_argument("--device", default="CPU", help="OpenVINO device: CPU, GPU, NPU, ... (passed through)")
-    defaults = SchedulerSettings()
-    serve.add_argument("--cache_size", type=int, default=defaults.cache_size, help="KV cache in GB; 0 grows on demand")
-    serve.add_argument("--max_num_seqs", type=int, default=defaults.max_num_seqs)
-    serve.add_argument("--max_num_batched_tokens", type=int, default=defaults.max_num_batched_tokens)
-    serve.add_argument("--dynamic_split_fuse", type=_bool, default=defaults.dynamic_split_fuse)
-    serve.add_argument("--enable_prefix_caching", type=_bool, default=defaults.enable_prefix_caching)
-    serve.add_argument("--max_tokens_limit", type=int, default=None, help="upper bound (and default) for max_tokens")
-    serve.add_argument(
-        "--best_of_limit", type=int, default=20, help="largest best_of / n a request may ask (OVMS default 20)"
-    )
-    serve.add_argument(
-        "--max_request_mb", type=float, default=16.0, help="largest accepted request body (MB); 413 beyond"
-    )
-    server = ServerSettings.model_fields
-    serve.add_argument(
-        "--header_timeout",
-        type=float,
-        default=server["header_timeout_s"].default,
-        help="longest time from the first byte of a request to the end of its headers (s); then 408 and close",
-    )
-    serve.add_argument(
-        "--body_timeout",
-        type=float,
-        default=server["body_timeout_s"].default,
-        help="longest time to receive a request body once its headers arrived (s); then 408 and close",
-    )
-    serve.add_argument(
-        "--keep_alive_timeout",
-        type=float,
-        default=server["keep_alive_timeout_s"].default,
-        help="close a connection idle this long between requests (s); responses, streamed or not, are not limited",
-    )
-    media = MediaSettings()
-    serve.add_argument(
-        "--allowed_media_domains",
-        default="",
-        help="comma-separated hosts image URLs may be fetched from (exact match; 'all' = any; default: none)",
-    )
-    serve.add_argument(
-        "--allowed_local_media_path",
-        type=Path,
-        default=None,
-        help="directory local image paths and file:// URLs may be read from (default: local files disabled)",
-    )
-    serve.add_argument("--max_image_mb", type=float, default=media.max_image_mb, help="largest image (MB)")
-    serve.add_argument("--max_images_per_request", type=int, default=media.max_images_per_request)
-    serve.add_argument(
-        "--max_image_pixels_per_request",
-        type=int,
-        default=media.max_image_pixels_per_request,
-        help="decoded pixels all images of one request may have together, checked from their headers",
-    )
-    serve.add_argument(
-        "--media_connect_timeout", type=float, default=media.connect_timeout_s, help="image URL connect timeout (s)"
-    )
-    serve.add_argument(
-        "--media_read_timeout",
-        type=float,
-        default=media.read_timeout_s,
-        help="longest wait for the next bytes of an image download (s)",
-    )
-    serve.add_argument(
-        "--media_timeout",
-        type=float,
-        default=media.total_timeout_s,
-        help="longest time to fetch one image, redirects included (s)",
-    )
-    serve.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    _add_flags(serve)
     exporter = commands.add_parser(
         "export",
         help="export a Hugging Face model into an OVMS model repository (as OVMS's export_model.py)",
@@ -141,58 +71,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def settings_from_args(args: argparse.Namespace) -> ServerSettings:
-    common = {
-        "host": args.host,
-        "port": args.port,
-        "max_request_mb": args.max_request_mb,
-        "header_timeout_s": args.header_timeout,
-        "body_timeout_s": args.body_timeout,
-        "keep_alive_timeout_s": args.keep_alive_timeout,
-        "log_level": args.log_level,
-        "media": MediaSettings(
-            allowed_media_domains=args.allowed_media_domains,
-            allowed_local_media_path=args.allowed_local_media_path,
-            max_image_mb=args.max_image_mb,
-            max_images_per_request=args.max_images_per_request,
-            max_image_pixels_per_request=args.max_image_pixels_per_request,
-            connect_timeout_s=args.media_connect_timeout,
-            read_timeout_s=args.media_read_timeout,
-            total_timeout_s=args.media_timeout,
-        ),
-    }
-    if args.config_path is not None:
-        if args.model_path is not None or args.model_name is not None:
+def flag_values(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, str]:
+    """The flags given, by flag name: the command line over ``OVSERVE_<FLAG>`` variables."""
+    values = {flag.name: environ[flag.env] for flag in [*MODEL_FLAGS, *SERVER_FLAGS] if flag.env in environ}
+    values.update((name, value) for name, value in vars(args).items() if name != "command")
+    return values
+
+
+def settings_from_flags(values: Mapping[str, Any]) -> ServerSettings:
+    """The server's settings from flag values: one model from the model flags, or --config_path's graphs."""
+    model_names = {flag.name for flag in MODEL_FLAGS}
+    model = {name: value for name, value in values.items() if name in model_names}
+    server = {name: value for name, value in values.items() if name not in model_names}
+    if server.get("config_path") is not None:
+        if "model_path" in model or "model_name" in model:
             raise UsageError("--config_path and --model_path/--model_name exclude each other")
-        return ServerSettings(models=models_from_config(args.config_path), **common)
-    if args.model_path is None or args.model_name is None:
+        for name in model:
+            log.warning("--%s is ignored with --config_path: each graph sets its model's options", name)
+        return ServerSettings.model_validate({**server, "models": models_from_config(Path(server["config_path"]))})
+    if "model_path" not in model or "model_name" not in model:
         raise UsageError("give --model_path and --model_name, or --config_path")
-    try:
-        plugin_config = json.loads(args.plugin_config)
-    except ValueError as exc:
-        raise UsageError(f"--plugin_config is not valid JSON: {exc}") from exc
-    if not isinstance(plugin_config, dict):
-        raise UsageError("--plugin_config must be a JSON object")
-    scheduler = SchedulerSettings(
-        cache_size=args.cache_size,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        dynamic_split_fuse=args.dynamic_split_fuse,
-        enable_prefix_caching=args.enable_prefix_caching,
-    )
-    model = ModelSettings(
-        name=args.model_name,
-        path=args.model_path,
-        device=args.device,
-        scheduler=scheduler,
-        max_tokens_limit=args.max_tokens_limit,
-        pipeline_type=args.pipeline_type,
-        draft_path=args.draft_models_path,
-        draft_device=args.draft_device,
-        plugin_config=plugin_config,
-        best_of_limit=args.best_of_limit,
-    )
-    return ServerSettings(models=[model], **common)
+    return ServerSettings.model_validate({**server, "models": [model]})
+
+
+def _flag_of(location: tuple[int | str, ...]) -> str:
+    """``--cache_size`` for ('models', 0, 'scheduler', 'cache_size'); the path when it is no flag."""
+    names = {name for flag in [*MODEL_FLAGS, *SERVER_FLAGS] for name in flag.names}
+    named = [str(part) for part in location if isinstance(part, str) and part != "models"]
+    return f"--{named[-1]}" if named and named[-1] in names else ".".join(named)
 
 
 async def serve(settings: ServerSettings) -> int:
@@ -248,19 +154,25 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "export":
         return export.run(args)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    values = flag_values(args, os.environ)
+    log_level = values.get("log_level", ServerSettings.model_fields["log_level"].default)
+    try:
+        logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    except ValueError:
+        print(f"ovserve: --log_level: unknown level {log_level!r}", file=sys.stderr)
+        return 2
     # Before any image is decoded: freed image buffers must go back to the OS (ovserve.memory).
     pin_malloc_thresholds()
     try:
-        settings = settings_from_args(args)
+        settings = settings_from_flags(values)
     except (UsageError, GraphError) as exc:
         print(f"ovserve: {exc}", file=sys.stderr)
         return 2
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
-            location = ".".join(str(part) for part in error["loc"])
+            where = _flag_of(error["loc"])
             message = error["msg"].removeprefix("Value error, ")
-            print(f"ovserve: {message}" if not location else f"ovserve: {location}: {message}", file=sys.stderr)
+            print(f"ovserve: {where}: {message}" if where else f"ovserve: {message}", file=sys.stderr)
         return 2
     return asyncio.run(serve(settings))
 

@@ -1,65 +1,194 @@
-"""Server settings: one pydantic model per served model, filled from the CLI or from graphs.
+"""The settings schema: every server and per-model setting, written once.
 
-A model comes either from ``--model_path``/``--model_name`` (plus scheduler flags) or from an
-OVMS ``config.json`` whose entries point at ``graph.pbtxt`` files (see ``ovserve.graph``). Both
-end up as the same :class:`ModelSettings`, which decides which pipeline the engine builds.
+:class:`ServerSettings` (with :class:`MediaSettings`) and :class:`ModelSettings` (with the
+engine's :class:`~ovserve.engine.spec.SchedulerSettings`) are the only place a setting's name,
+OVMS alias, type, default, bounds and help text are written. Everything else reads them:
+
+* ``ovserve serve``'s flags and their ``OVSERVE_<FLAG>`` environment variables are generated
+  from the fields (:func:`flags`; see ``ovserve.__main__``),
+* a ``graph.pbtxt``'s ``LLMCalculatorOptions`` are read by ``ovserve.graph`` into the same
+  :class:`ModelSettings` (:meth:`ModelSettings.from_graph`),
+* the engine gets its :class:`~ovserve.engine.spec.EngineSpec` from :meth:`ModelSettings.engine_spec`.
+
+OVMS names its options flat (``--cache_size``, ``--max_image_mb``); the sub-models group them
+for the code that uses them, and a flat name given to the parent is moved into its sub-model.
+Checks that touch the file system are validators, so they run once, when a model is loaded.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 
 from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, SchedulerSettings
-from ovserve.graph import GraphError, LLMNodeOptions, parse_graph, read_config
+from ovserve.graph import GraphError, GraphSettings, parse_graph, read_config
 from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
 
 PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+# A field marked with this is set by deployment files or by the code, never by a flag.
+NOT_A_FLAG: Final[dict[str, Any]] = {"flag": False}
+ENV_PREFIX: Final = "OVSERVE_"
+
+# OVMS graph defaults that differ from the flags' defaults, by setting name, applied under what a
+# graph sets. Empty: for every option ovserve implements, a graph that omits it gets the same
+# value as a command line that omits it (the schema's default). A graph-only default goes here,
+# never as a second default in the schema.
+GRAPH_DEFAULTS: Final[Mapping[str, Any]] = {}
+
+_SETTINGS_CONFIG = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+
+def _lift_flat(data: Any, field: str, model: type[BaseModel]) -> Any:
+    """Move flat names of ``model``'s settings (as OVMS writes them) into the ``field`` sub-model."""
+    if not isinstance(data, dict):
+        return data
+    names = input_names(model)
+    flat = {key: value for key, value in data.items() if key in names}
+    if not flat:
+        return data
+    nested = data.get(field)
+    nested = dict(nested) if isinstance(nested, (dict, BaseModel)) else {}
+    return {**{key: value for key, value in data.items() if key not in flat}, field: {**nested, **flat}}
+
+
+def _model_directory(path: Path, label: str) -> Path:
+    if not path.is_dir():
+        raise ValueError(f"{label} directory {path} does not exist")
+    if not any(path.glob("openvino_*model*.xml")):
+        raise ValueError(f"{path} holds no OpenVINO IR (openvino_model.xml); export it first")
+    if not (path / "openvino_tokenizer.xml").is_file():
+        raise ValueError(f"{path} has no openvino_tokenizer.xml; export it with the tokenizer")
+    return path
 
 
 class ModelSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """One served model: from ``--model_path``/``--model_name`` and the model flags, or from a graph."""
 
-    name: str = Field(min_length=1)
-    path: Path
-    source: str = "the command line"  # where the settings came from, for error messages
-    device: str = "CPU"
-    pipeline_type: PipelineType = "AUTO"
+    model_config = _SETTINGS_CONFIG
+
+    name: str = Field(min_length=1, validation_alias="model_name", description="the name clients send as 'model'")
+    path: Path = Field(validation_alias="model_path", description="directory of an OpenVINO IR model")
+    # Where the settings came from, for error messages.
+    source: str = Field(default="the command line", json_schema_extra=NOT_A_FLAG)
+    pipeline_type: PipelineType = Field(
+        default="AUTO", description="AUTO: stateful LM on NPU, continuous batching elsewhere"
+    )
+    draft_path: Path | None = Field(
+        default=None,
+        validation_alias="draft_models_path",
+        description="draft model directory: serve with speculative decoding",
+    )
+    draft_device: str | None = Field(default=None, description="device of the draft model (default: --device)")
+    plugin_config: dict[str, Any] = Field(
+        default_factory=dict, description="JSON object passed to the pipeline, e.g. '{\"prompt_lookup\": true}'"
+    )
+    device: str = Field(default="CPU", description="OpenVINO device: CPU, GPU, NPU, ... (passed through)")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
-    plugin_config: dict[str, Any] = Field(default_factory=dict)
-    max_tokens_limit: int | None = Field(default=None, ge=1)
-    best_of_limit: int = Field(default=20, ge=1)
-    draft_path: Path | None = None
-    draft_device: str | None = None
-    draft_scheduler: dict[str, Any] = Field(default_factory=dict)
-    tool_parser: str | None = None
-    reasoning_parser: str | None = None
-    enable_tool_guided_generation: bool = False
-    generation_config_path: Path | None = None
+    max_tokens_limit: int | None = Field(default=None, ge=1, description="upper bound (and default) for max_tokens")
+    best_of_limit: int = Field(default=20, ge=1, description="largest best_of / n a request may ask (OVMS default 20)")
+    tool_parser: str | None = Field(
+        default=None,
+        description=f"how the model writes tool calls ({', '.join(sorted(TOOL_PARSERS))}; "
+        "default: detected from the chat template)",
+    )
+    reasoning_parser: str | None = Field(
+        default=None,
+        description=f"how the model writes its reasoning ({', '.join(sorted(REASONING_PARSERS))}; default: none)",
+    )
+    enable_tool_guided_generation: bool = Field(
+        default=False, description="with tool_choice auto, constrain a call the model starts to the request's tools"
+    )
+    # Graph-only: draft_* scheduler options overriding the main model's (see engine_spec).
+    draft_scheduler: dict[str, Any] = Field(default_factory=dict, json_schema_extra=NOT_A_FLAG)
+    generation_config_path: Path | None = Field(default=None, json_schema_extra=NOT_A_FLAG)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scheduler_options_are_flat(cls, data: Any) -> Any:
+        return _lift_flat(data, "scheduler", SchedulerSettings)
+
+    @field_validator("plugin_config", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        if isinstance(value, str):  # a flag, an environment variable or a graph: JSON text
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except ValueError as exc:
+                raise ValueError(f"not valid JSON: {exc}") from None
+            if not isinstance(value, dict):
+                raise ValueError(f"must be a JSON object, got {value!r}")
+        if isinstance(value, dict):
+            # OVMS writes "KV_CACHE_PRECISION": "" when no precision was chosen: that means "default".
+            return {key: item for key, item in value.items() if item != ""}
+        return value
+
+    @field_validator("path", "draft_path")
+    @classmethod
+    def _model_directories(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        label = "draft model" if info.field_name == "draft_path" else "model"
+        return None if value is None else _model_directory(value, label)
+
+    @field_validator("generation_config_path")
+    @classmethod
+    def _existing_file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"{value} does not exist")
+        return value
+
+    @field_validator("draft_scheduler")
+    @classmethod
+    def _draft_scheduler_fits(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # The draft inherits the main model's scheduler values it does not override (engine_spec);
+        # check the result here, at load, rather than when the engine builds it.
+        main = info.data.get("scheduler")
+        if value and isinstance(main, SchedulerSettings):
+            try:
+                SchedulerSettings.model_validate({**main.model_dump(), **value})
+            except ValidationError as exc:
+                error = exc.errors(include_url=False)[0]
+                where = "".join(f" {part}" for part in error["loc"])
+                raise ValueError(f"draft scheduler{where}: {error['msg'].removeprefix('Value error, ')}") from None
+        return value
+
+    @field_validator("tool_parser", "reasoning_parser")
+    @classmethod
+    def _registered_parser(cls, value: str | None, info: ValidationInfo) -> str | None:
+        registry = TOOL_PARSERS if info.field_name == "tool_parser" else REASONING_PARSERS
+        if value is not None and value not in registry:
+            raise ValueError(f"unknown {info.field_name} '{value}' (known: {', '.join(sorted(registry))})")
+        return value
 
     @model_validator(mode="after")
-    def _paths_are_models(self) -> ModelSettings:
-        for label, path in (("model", self.path), ("draft model", self.draft_path)):
-            if path is None:
-                continue
-            if not path.is_dir():
-                raise ValueError(f"{self.source}: {label} directory {path} does not exist")
-            if not any(path.glob("openvino_*model*.xml")):
-                raise ValueError(f"{self.source}: {path} holds no OpenVINO IR (openvino_model.xml); export it first")
-            if not (path / "openvino_tokenizer.xml").is_file():
-                raise ValueError(f"{self.source}: {path} has no openvino_tokenizer.xml; export it with the tokenizer")
+    def _pipeline_fits(self) -> ModelSettings:
         if self.draft_path is not None and self.pipeline_kind is PipelineKind.STATEFUL:
             raise ValueError(
                 f"{self.source}: a draft model needs a continuous batching pipeline, not {self.pipeline_type}"
             )
-        for option, registry in (("tool_parser", TOOL_PARSERS), ("reasoning_parser", REASONING_PARSERS)):
-            chosen = getattr(self, option)
-            if chosen is not None and chosen not in registry:
-                raise ValueError(f"{self.source}: unknown {option} '{chosen}' (known: {', '.join(sorted(registry))})")
+        if self.draft_path is not None and self.plugin_config.get("prompt_lookup"):
+            raise ValueError(
+                f"{self.source}: draft_models_path (speculative decoding) and prompt_lookup in plugin_config "
+                "exclude each other"
+            )
         if self.pipeline_type == "VLM":
             raise ValueError(f"{self.source}: pipeline_type VLM (stateful) is not supported; use VLM_CB or AUTO")
         return self
@@ -76,31 +205,20 @@ class ModelSettings(BaseModel):
         return PipelineKind.CONTINUOUS_BATCHING
 
     @classmethod
-    def from_graph(cls, name: str, options: LLMNodeOptions) -> ModelSettings:
-        return cls(
-            name=name,
-            path=options.models_path,
-            source=str(options.graph_path),
-            device=options.device,
-            pipeline_type=options.pipeline_type,  # type: ignore[arg-type]
-            scheduler=SchedulerSettings(
-                cache_size=options.cache_size,
-                max_num_seqs=options.max_num_seqs,
-                max_num_batched_tokens=options.max_num_batched_tokens,
-                dynamic_split_fuse=options.dynamic_split_fuse,
-                enable_prefix_caching=options.enable_prefix_caching,
-            ),
-            plugin_config=options.plugin_config,
-            max_tokens_limit=options.max_tokens_limit,
-            best_of_limit=options.best_of_limit,
-            draft_path=options.draft_models_path,
-            draft_device=options.draft_device,
-            draft_scheduler=options.draft_scheduler,
-            tool_parser=options.tool_parser,
-            reasoning_parser=options.reasoning_parser,
-            enable_tool_guided_generation=options.enable_tool_guided_generation,
-            generation_config_path=options.generation_config_path,
-        )
+    def from_graph(cls, name: str, graph: GraphSettings) -> ModelSettings:
+        """The settings a graph's LLM node declares; a mistake is a GraphError naming line and option."""
+        values = {**GRAPH_DEFAULTS, **graph.values, "name": name, "source": str(graph.graph_path)}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            message = error["msg"].removeprefix("Value error, ").removeprefix(f"{graph.graph_path}: ")
+            located = [part for part in error["loc"] if isinstance(part, str)]
+            setting = next((part for part in reversed(located) if part in graph.places), None)
+            if setting is not None:
+                raise GraphError(f"{graph.places[setting]}: {message}") from None
+            field = ".".join(located) or "options"
+            raise GraphError(f"{graph.graph_path}: field '{field}': {message}") from None
 
     def engine_spec(self) -> EngineSpec:
         # Draft scheduler: OVMS inherits the main model's values unless draft_* overrides them.
@@ -129,23 +247,44 @@ _HOSTNAME = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?")
 class MediaSettings(BaseModel):
     """Where images in ``image_url`` parts may come from (deny by default, like OVMS)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _SETTINGS_CONFIG
 
     # Exact host names or IP literals (ports are not part of the match); ["all"] allows any host.
-    allowed_media_domains: list[str] = Field(default_factory=list)
+    allowed_media_domains: list[str] = Field(
+        default_factory=list,
+        description="comma-separated hosts image URLs may be fetched from (exact match; 'all' = any; default: none)",
+    )
     # Local files are read only from inside this directory (after resolving '..' and symlinks).
-    allowed_local_media_path: Path | None = None
-    max_image_mb: float = Field(default=20.0, gt=0)
-    max_images_per_request: int = Field(default=16, ge=1)
-    # Pixels of all of a request's images together, from their headers, before any is decoded.
+    allowed_local_media_path: Path | None = Field(
+        default=None,
+        description="directory local image paths and file:// URLs may be read from (default: local files disabled)",
+    )
+    max_image_mb: float = Field(default=20.0, gt=0, description="largest image (MB)")
+    max_images_per_request: int = Field(default=16, ge=1, description="most images one request may carry")
     # Memory is bounded separately (one full-size decode at a time, shrunk at once); this bounds
     # the decode work one request may ask for: a 34 MP PNG takes ~0.4 s of a core to decompress,
     # so 256 MP is a few seconds per request on an edge machine (7 images at the per-image cap,
     # 30 at 8 MP, 123 at 1080p).
-    max_image_pixels_per_request: int = Field(default=256_000_000, ge=1)
-    connect_timeout_s: float = Field(default=5.0, gt=0)
-    read_timeout_s: float = Field(default=10.0, gt=0)
-    total_timeout_s: float = Field(default=30.0, gt=0)
+    max_image_pixels_per_request: int = Field(
+        default=256_000_000,
+        ge=1,
+        description="decoded pixels all images of one request may have together, checked from their headers",
+    )
+    connect_timeout_s: float = Field(
+        default=5.0, gt=0, validation_alias="media_connect_timeout", description="image URL connect timeout (s)"
+    )
+    read_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        validation_alias="media_read_timeout",
+        description="longest wait for the next bytes of an image download (s)",
+    )
+    total_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias="media_timeout",
+        description="longest time to fetch one image, redirects included (s)",
+    )
 
     @field_validator("allowed_media_domains", mode="before")
     @classmethod
@@ -186,34 +325,107 @@ class MediaSettings(BaseModel):
 
 
 class ServerSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """The server: what it serves, where it listens, and its limits."""
 
-    host: str = "0.0.0.0"
-    port: int = Field(default=8000, ge=0, le=65535)
-    models: list[ModelSettings] = Field(min_length=1)
-    max_request_mb: float = Field(default=16.0, gt=0)
-    media: MediaSettings = Field(default_factory=MediaSettings)
-    log_level: str = "INFO"
+    model_config = _SETTINGS_CONFIG
+
+    config_path: Path | None = Field(
+        default=None, description="OVMS config.json listing graphs (graph.pbtxt) to serve, several models at once"
+    )
+    models: list[ModelSettings] = Field(min_length=1, json_schema_extra=NOT_A_FLAG)
+    port: int = Field(
+        default=8000,
+        ge=0,
+        le=65535,
+        validation_alias=AliasChoices("port", "rest_port"),
+        description="REST port (OVMS: --rest_port)",
+    )
+    host: str = Field(default="0.0.0.0", description="address to bind (default: all interfaces)")
+    max_request_mb: float = Field(default=16.0, gt=0, description="largest accepted request body (MB); 413 beyond")
     # Slow-client limits (see ovserve.connection). Defaults: nginx's client_header_timeout is
     # 60 s and Node's headersTimeout 60 s, but a request head is a few hundred bytes, so 10 s is
     # generous; the body allows a 16 MB request over a slow (~1 MB/s) link; idle keep-alive as
     # between nginx (75 s) and uvicorn (5 s).
-    header_timeout_s: float = Field(default=10.0, gt=0)
-    body_timeout_s: float = Field(default=60.0, gt=0)
-    keep_alive_timeout_s: float = Field(default=15.0, gt=0)
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        validation_alias="header_timeout",
+        description="longest time from the first byte of a request to the end of its headers (s); then 408 and close",
+    )
+    body_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        validation_alias="body_timeout",
+        description="longest time to receive a request body once its headers arrived (s); then 408 and close",
+    )
+    keep_alive_timeout_s: float = Field(
+        default=15.0,
+        gt=0,
+        validation_alias="keep_alive_timeout",
+        description="close a connection idle this long between requests (s); responses, streamed or not, "
+        "are not limited",
+    )
+    media: MediaSettings = Field(default_factory=MediaSettings)
+    log_level: LogLevel = Field(default="INFO", description="log level of the server's messages")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _media_options_are_flat(cls, data: Any) -> Any:
+        return _lift_flat(data, "media", MediaSettings)
+
+
+def input_names(model: type[BaseModel]) -> set[str]:
+    """Every name ``model`` accepts for its fields: the field names and their aliases."""
+    names = set(model.model_fields)
+    for field in model.model_fields.values():
+        names.update(_aliases(field))
+    return names
+
+
+def _aliases(field: FieldInfo) -> tuple[str, ...]:
+    alias = field.validation_alias
+    if isinstance(alias, str):
+        return (alias,)
+    if isinstance(alias, AliasChoices):
+        return tuple(choice for choice in alias.choices if isinstance(choice, str))
+    return ()
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One setting as a command-line flag and an environment variable."""
+
+    names: tuple[str, ...]  # the first is the flag's own name; the rest are OVMS spellings
+    field_name: str  # the attribute of the settings model that holds the value
+    field: FieldInfo
+
+    @property
+    def name(self) -> str:
+        return self.names[0]
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def choices(self) -> tuple[str, ...] | None:
+        annotation = self.field.annotation
+        return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else None
+
+
+def flags(model: type[BaseModel]) -> list[Flag]:
+    """The flags of ``model``'s settings, its sub-models' flattened in (OVMS names them flat)."""
+    found = []
+    for name, field in model.model_fields.items():
+        if field.json_schema_extra == NOT_A_FLAG:
+            continue
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            found.extend(flags(field.annotation))
+        else:
+            found.append(Flag(names=_aliases(field) or (name,), field_name=name, field=field))
+    return found
 
 
 def models_from_config(config_path: Path) -> list[ModelSettings]:
-    """Every servable of an OVMS ``config.json``; raises GraphError/ValueError naming file and field."""
-    models = []
-    for entry in read_config(config_path):
-        options = parse_graph(entry.graph_path)
-        try:
-            models.append(ModelSettings.from_graph(entry.name, options))
-        except ValidationError as exc:
-            # Name the graph even for checks that live in the settings models.
-            error = exc.errors(include_url=False)[0]
-            field = ".".join(str(part) for part in error["loc"]) or "options"
-            message = error["msg"].removeprefix("Value error, ").removeprefix(f"{entry.graph_path}: ")
-            raise GraphError(f"{entry.graph_path}: field '{field}': {message}") from None
-    return models
+    """Every servable of an OVMS ``config.json``; raises GraphError naming file, line and field."""
+    return [ModelSettings.from_graph(entry.name, parse_graph(entry.graph_path)) for entry in read_config(config_path)]

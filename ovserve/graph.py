@@ -78,6 +78,10 @@ LEGACY_OPTIONS = {
     "block_size": "the KV cache block size is chosen by the engine now; ignored",
     "draft_block_size": "the KV cache block size is chosen by the engine now; ignored",
 }
+# OVMS options that change nothing here: accepted with a warning.
+IGNORED_OPTIONS = {
+    "chat_template_mode": "ovserve renders chat templates with Jinja2 whatever the mode; ignored",
+}
 
 
 class GraphError(Exception):
@@ -183,29 +187,18 @@ _LLM_OPTIONS_CLASS = message_factory.GetMessageClass(_POOL.FindMessageTypeByName
 _LLM_OPTIONS_TYPE = "mediapipe.LLMCalculatorOptions"
 
 
-@dataclass
-class LLMNodeOptions:
-    """The LLM node's options, with OVMS's defaults for what the graph does not set."""
+@dataclass(frozen=True)
+class GraphSettings:
+    """What a graph's LLM node sets, as input to ``ovserve.config.ModelSettings``.
+
+    ``values`` holds only the options the graph writes, keyed by the settings' names (options the
+    graph omits take the schema's defaults); ``places`` says where each was written, so a value
+    the settings refuse is reported with its file, line and option name.
+    """
 
     graph_path: Path
-    models_path: Path
-    device: str = "CPU"
-    pipeline_type: str = "AUTO"
-    cache_size: int = 0
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 256
-    dynamic_split_fuse: bool = True
-    enable_prefix_caching: bool = False
-    plugin_config: dict[str, Any] = field(default_factory=dict)
-    max_tokens_limit: int | None = None
-    best_of_limit: int = 20
-    draft_models_path: Path | None = None
-    draft_device: str | None = None
-    draft_scheduler: dict[str, Any] = field(default_factory=dict)
-    tool_parser: str | None = None
-    reasoning_parser: str | None = None
-    enable_tool_guided_generation: bool = False
-    generation_config_path: Path | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    places: dict[str, str] = field(default_factory=dict)
 
 
 def _line_of(text: str, needle: str) -> int:
@@ -215,7 +208,7 @@ def _line_of(text: str, needle: str) -> int:
     return 0
 
 
-def parse_graph(graph_path: Path) -> LLMNodeOptions:
+def parse_graph(graph_path: Path) -> GraphSettings:
     """Parse one ``graph.pbtxt`` and return its LLM node's options (paths resolved)."""
     try:
         text = graph_path.read_text(encoding="utf-8")
@@ -242,88 +235,67 @@ def parse_graph(graph_path: Path) -> LLMNodeOptions:
         )
     if len(found) > 1:
         raise GraphError(f"{graph_path}: {len(found)} LLM nodes found; a graph serves exactly one model")
-    return _to_node_options(graph_path, text, found[0])
+    return _to_settings(graph_path, text, found[0])
 
 
-def _to_node_options(graph_path: Path, text: str, options: Any) -> LLMNodeOptions:
+# Draft options: the draft model's scheduler overrides, and its device.
+_DRAFT_SCHEDULER_OPTIONS = ("draft_max_num_batched_tokens", "draft_cache_size", "draft_max_num_seqs",
+                            "draft_dynamic_split_fuse")  # fmt: skip
+
+
+def _to_settings(graph_path: Path, text: str, options: Any) -> GraphSettings:
+    """OVMS's option names are the settings' names; only paths, enums and draft options are translated."""
+
     def where(name: str) -> str:
         return f"{graph_path}:{_line_of(text, name)}: field '{name}'"
 
     for name, feature in UNSUPPORTED_OPTIONS.items():
         if options.HasField(name):
             raise GraphError(f"{where(name)}: {feature} is an OVMS option ovserve does not support; remove it")
-    for name, note in LEGACY_OPTIONS.items():
+    for name, note in {**LEGACY_OPTIONS, **IGNORED_OPTIONS}.items():
         if options.HasField(name):
             log.warning("%s: %s", where(name), note)
     if not options.HasField("models_path"):
         raise GraphError(f"{graph_path}: field 'models_path' is required in LLMCalculatorOptions")
+    draft_options = [name for name in (*_DRAFT_SCHEDULER_OPTIONS, "draft_device") if options.HasField(name)]
+    if draft_options and not options.HasField("draft_models_path"):
+        raise GraphError(f"{where(sorted(draft_options)[0])}: draft options need 'draft_models_path' (the draft "
+                         "model to use)")  # fmt: skip
+
+    settings = GraphSettings(graph_path=graph_path)
+
+    def put(setting: str, option: str, value: Any) -> None:
+        settings.values[setting] = value
+        settings.places[setting] = where(option)
 
     base = graph_path.parent
     models_path = (base / options.models_path).resolve()
-    if not models_path.is_dir():
-        raise GraphError(f"{where('models_path')}: model directory {models_path} does not exist")
-
-    plugin_config: dict[str, Any] = {}
-    if options.plugin_config.strip():
-        try:
-            plugin_config = json.loads(options.plugin_config)
-        except ValueError as exc:
-            raise GraphError(f"{where('plugin_config')}: not a JSON object: {exc}") from exc
-        if not isinstance(plugin_config, dict):
-            raise GraphError(f"{where('plugin_config')}: must be a JSON object, got {options.plugin_config!r}")
-    # OVMS writes "KV_CACHE_PRECISION": "" when no precision was chosen: that means "default".
-    plugin_config = {key: value for key, value in plugin_config.items() if value != ""}
-
-    draft_fields = {
-        name: getattr(options, name)
-        for name in ("draft_max_num_batched_tokens", "draft_cache_size", "draft_max_num_seqs",
-                     "draft_dynamic_split_fuse", "draft_device")
-        if options.HasField(name)
-    }  # fmt: skip
-    draft_path = None
-    if options.HasField("draft_models_path"):
-        draft_path = (base / options.draft_models_path).resolve()
-        if not draft_path.is_dir():
-            raise GraphError(f"{where('draft_models_path')}: draft model directory {draft_path} does not exist")
-    elif draft_fields:
-        first = sorted(draft_fields)[0]
-        raise GraphError(f"{where(first)}: draft options need 'draft_models_path' (the draft model to use)")
-    if draft_path is not None and plugin_config.get("prompt_lookup"):
-        raise GraphError(
-            f"{where('draft_models_path')}: speculative decoding (a draft model) and prompt_lookup in plugin_config "
-            "exclude each other"
-        )
-
-    def get(name: str, default: Any) -> Any:
-        return getattr(options, name) if options.HasField(name) else default
-
-    pipeline_type = PIPELINE_TYPES[options.pipeline_type] if options.HasField("pipeline_type") else "AUTO"
-    generation_config_path = None
-    if options.HasField("generation_config_path"):
-        generation_config_path = (models_path / options.generation_config_path).resolve()
-        if not generation_config_path.is_file():
-            raise GraphError(f"{where('generation_config_path')}: {generation_config_path} does not exist")
-    return LLMNodeOptions(
-        graph_path=graph_path,
-        models_path=models_path,
-        device=get("device", "CPU") or "CPU",
-        pipeline_type=pipeline_type,
-        cache_size=get("cache_size", 0),
-        max_num_seqs=get("max_num_seqs", 256),
-        max_num_batched_tokens=get("max_num_batched_tokens", 256),
-        dynamic_split_fuse=get("dynamic_split_fuse", True),
-        enable_prefix_caching=get("enable_prefix_caching", False),
-        plugin_config=plugin_config,
-        max_tokens_limit=get("max_tokens_limit", None),
-        best_of_limit=get("best_of_limit", 20),
-        draft_models_path=draft_path,
-        draft_device=draft_fields.pop("draft_device", None),
-        draft_scheduler={key.removeprefix("draft_"): value for key, value in draft_fields.items()},
-        tool_parser=get("tool_parser", None) or get("response_parser", None),
-        reasoning_parser=get("reasoning_parser", None),
-        enable_tool_guided_generation=get("enable_tool_guided_generation", False),
-        generation_config_path=generation_config_path,
-    )
+    draft_scheduler = {}
+    for descriptor, value in options.ListFields():
+        option = descriptor.name
+        if option in IGNORED_OPTIONS or (option in LEGACY_OPTIONS and option != "response_parser"):
+            continue
+        if option == "models_path":
+            put("path", option, models_path)
+        elif option == "draft_models_path":
+            put("draft_path", option, (base / value).resolve())
+        elif option == "generation_config_path":
+            put(option, option, (models_path / value).resolve())
+        elif option == "pipeline_type":
+            put(option, option, PIPELINE_TYPES[value])
+        elif option in _DRAFT_SCHEDULER_OPTIONS:
+            draft_scheduler[option.removeprefix("draft_")] = value
+            settings.places["draft_scheduler"] = where(option)
+        elif option == "response_parser":
+            if not options.HasField("tool_parser"):
+                put("tool_parser", option, value)
+        elif option == "device" and not value:
+            continue  # device: "" means the default device
+        else:
+            put(option, option, value)
+    if draft_scheduler:
+        settings.values["draft_scheduler"] = draft_scheduler
+    return settings
 
 
 @dataclass(frozen=True)

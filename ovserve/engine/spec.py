@@ -28,11 +28,13 @@ class SchedulerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    cache_size: int = Field(default=0, ge=0)  # GB of KV cache; 0 lets the engine grow it on demand
-    max_num_seqs: int = Field(default=256, ge=1)
-    max_num_batched_tokens: int = Field(default=256, ge=1)
-    dynamic_split_fuse: bool = True
-    enable_prefix_caching: bool = False
+    cache_size: int = Field(default=0, ge=0, description="KV cache in GB; 0 grows on demand")
+    max_num_seqs: int = Field(default=256, ge=1, description="most sequences scheduled in one step")
+    max_num_batched_tokens: int = Field(default=256, ge=1, description="most tokens processed in one step")
+    dynamic_split_fuse: bool = Field(
+        default=True, description="split long prompts across steps, batched with generating sequences"
+    )
+    enable_prefix_caching: bool = Field(default=False, description="reuse the KV cache of prompts' common prefixes")
 
     @model_validator(mode="after")
     def _fits_the_scheduler(self) -> SchedulerSettings:
