@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import os
 import signal
@@ -16,9 +17,11 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from ovserve import export, keys
+from ovserve.api.auth import ApiKeys
 from ovserve.app import create_app, load_models
 from ovserve.config import ENV_PREFIX, ModelSettings, ServerSettings, flags, models_from_config
 from ovserve.connection import TimedServer
+from ovserve.errors import ServiceUnavailableError
 from ovserve.graph import GraphError
 from ovserve.memory import pin_malloc_thresholds
 
@@ -48,7 +51,14 @@ def _add_flags(serve: argparse.ArgumentParser) -> None:
         options = [f"--{name}" for name in flag.names]
         help_text = (flag.field.description or "").replace("%", "%%")  # argparse formats help with %
         # SUPPRESS: a flag not given is absent, so the schema's default (or the environment) applies.
-        group.add_argument(*options, dest=flag.name, choices=flag.choices, help=help_text, default=argparse.SUPPRESS)
+        extra: dict[str, Any] = {}
+        if flag.repeatable:
+            extra["action"] = "append"
+        elif flag.switch:
+            extra.update(nargs="?", const="true", metavar="{true,false}")
+        group.add_argument(
+            *options, dest=flag.name, choices=flag.choices, help=help_text, default=argparse.SUPPRESS, **extra
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,10 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def flag_values(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, str]:
+def flag_values(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, Any]:
     """The flags given, by flag name: the command line over ``OVSERVE_<FLAG>`` variables."""
-    values = {flag.name: environ[flag.env] for flag in [*MODEL_FLAGS, *SERVER_FLAGS] if flag.env in environ}
-    values.update((name, value) for name, value in vars(args).items() if name != "command")
+    values: dict[str, Any] = {}
+    for flag in [*MODEL_FLAGS, *SERVER_FLAGS]:
+        if flag.env in environ:
+            values[flag.name] = [environ[flag.env]] if flag.repeatable else environ[flag.env]
+    for name, value in vars(args).items():
+        if name == "command":
+            continue
+        repeatable = next(flag.repeatable for flag in SERVER_FLAGS + MODEL_FLAGS if flag.name == name)
+        # A repeatable flag adds to its environment variable's value; any other flag replaces it.
+        values[name] = [*values.get(name, []), *value] if repeatable else value
     return values
 
 
@@ -101,10 +119,26 @@ def _flag_of(location: tuple[int | str, ...]) -> str:
     return f"--{named[-1]}" if named and named[-1] in names else ".".join(named)
 
 
-async def serve(settings: ServerSettings) -> int:
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+async def serve(settings: ServerSettings, api_keys: ApiKeys) -> int:
     loop = asyncio.get_running_loop()
+    if api_keys.enabled:
+        source = f" (and {settings.api_key_file})" if settings.api_key_file else ""
+        log.info("API keys required: %d configured%s", len(api_keys), source)
+    elif not _is_loopback(settings.host):
+        log.warning(
+            "no API key is configured and the server listens on %s: anyone who can reach the port can use it "
+            "(--api_key, --api_key_file or OVSERVE_API_KEY)",
+            settings.host,
+        )
     models = await loop.run_in_executor(None, load_models, settings)
-    app = create_app(settings, models)
+    app = create_app(settings, models, api_keys)
     # Two runners: app_runner owns the application's startup and cleanup; runner serves its
     # handler over connections that drop slow clients (ovserve.connection).
     # handler_cancellation: a client that disconnects cancels its handler, which cancels
@@ -132,6 +166,7 @@ async def serve(settings: ServerSettings) -> int:
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, api_keys.reload)
     stopping = asyncio.create_task(stop.wait())
     pending: set[asyncio.Task] = {stopping, *app[keys.ENGINE_LOADS]}
     exit_code = 0
@@ -143,11 +178,38 @@ async def serve(settings: ServerSettings) -> int:
                 log.critical("%s", task.exception())
             exit_code = 1
             break
-    log.info("shutting down")
     stopping.cancel()
-    await runner.cleanup()  # stop listening, let running requests finish
+    if exit_code == 0:
+        await _drain(app, settings.drain_timeout)
+    log.info("shutting down")
+    await runner.cleanup()  # stop listening, close idle connections
     await app_runner.cleanup()  # then stop the engines
     return exit_code
+
+
+async def _drain(app: web.Application, timeout: float) -> None:
+    """Readiness and new requests 503 at once; requests in flight get ``timeout`` seconds, then
+    what is left is ended (streams: an error event and [DONE]). A second signal ends the wait."""
+    drain = app[keys.DRAIN]
+    drain.begin()
+    log.info("draining: %d request(s) in flight, up to %g s (--drain_timeout)", drain.inflight, timeout)
+    loop = asyncio.get_running_loop()
+    again = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, again.set)
+    idle = asyncio.create_task(drain.wait_idle(timeout))
+    hurry = asyncio.create_task(again.wait())
+    await asyncio.wait({idle, hurry}, return_when=asyncio.FIRST_COMPLETED)
+    idle.cancel()
+    hurry.cancel()
+    if drain.inflight:
+        log.warning("drain: ending %d request(s) still in flight", drain.inflight)
+        for model in app[keys.MODELS]:
+            model.engine.abort_all(ServiceUnavailableError("the server is shutting down; retry the request"))
+        # Their handlers now write the error event and finish; give them a moment to.
+        await drain.wait_idle(5.0)
+    else:
+        log.info("drain: every request finished")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,7 +236,12 @@ def main(argv: list[str] | None = None) -> int:
             message = error["msg"].removeprefix("Value error, ")
             print(f"ovserve: {where}: {message}" if where else f"ovserve: {message}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(settings))
+    try:
+        api_keys = ApiKeys(settings.api_key, settings.api_key_file)
+    except (OSError, UnicodeError) as exc:
+        print(f"ovserve: --api_key_file: cannot read {settings.api_key_file}: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(settings, api_keys))
 
 
 if __name__ == "__main__":

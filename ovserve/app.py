@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from ovserve import keys
+from ovserve.api.auth import ApiKeys, auth_middleware
+from ovserve.api.drain import Drain
 from ovserve.api.routes import add_routes, request_dialect
 from ovserve.config import ServerSettings
 from ovserve.errors import (
@@ -21,6 +23,7 @@ from ovserve.errors import (
 )
 from ovserve.loop_lag import LoopLagMonitor
 from ovserve.media import MediaResolver
+from ovserve.metrics import ServerMetrics
 from ovserve.service.chat import ChatService
 from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry, ServedModel
@@ -91,14 +94,28 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _json_error(body, 500)
 
 
-def create_app(settings: ServerSettings, models: ModelRegistry) -> web.Application:
-    app = web.Application(middlewares=[error_middleware], client_max_size=int(settings.max_request_mb * 1024 * 1024))
+def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKeys | None = None) -> web.Application:
+    """The application; ``api_keys`` defaults to the settings' keys (the CLI passes its own, to
+    reload them on SIGHUP)."""
+    api_keys = api_keys if api_keys is not None else ApiKeys(settings.api_key, settings.api_key_file)
+    drain = Drain()
+    # Outermost first: errors become answers; a drain refuses before the key is even checked.
+    middlewares = [
+        error_middleware,
+        drain.middleware(),
+        auth_middleware(api_keys, metrics_public=settings.metrics_public),
+    ]
+    app = web.Application(middlewares=middlewares, client_max_size=int(settings.max_request_mb * 1024 * 1024))
     app[keys.MEDIA] = MediaResolver(settings.media)
     app[keys.SETTINGS] = settings
     app[keys.MODELS] = models
+    app[keys.API_KEYS] = api_keys
+    app[keys.DRAIN] = drain
     app[keys.CHAT] = ChatService(models, app[keys.MEDIA])
     app[keys.COMPLETIONS] = CompletionService(models)
     app[keys.LOOP_LAG] = LoopLagMonitor()
+    app[keys.METRICS] = ServerMetrics()
+    app[keys.METRICS].watch(models, app[keys.LOOP_LAG])
     add_routes(app)
     app.cleanup_ctx.append(_engines)
     app.cleanup_ctx.append(_media)
@@ -132,4 +149,15 @@ async def _loop_lag(app: web.Application) -> AsyncIterator[None]:
 
 def load_models(settings: ServerSettings) -> ModelRegistry:
     level = logging.getLevelName(settings.log_level.upper())
-    return ModelRegistry([ServedModel.load(model, log_level=level) for model in settings.models])
+    return ModelRegistry(
+        [
+            ServedModel.load(
+                model,
+                log_level=level,
+                max_queued_requests=settings.max_queued_requests,
+                max_prompt_tokens_in_flight=settings.max_prompt_tokens_in_flight,
+                stall_timeout=settings.engine_stall_timeout,
+            )
+            for model in settings.models
+        ]
+    )

@@ -48,6 +48,8 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 # A field marked with this is set by deployment files or by the code, never by a flag.
 NOT_A_FLAG: Final[dict[str, Any]] = {"flag": False}
 ENV_PREFIX: Final = "OVSERVE_"
+# A flag given several times (each value one list item); its environment variable gives one item.
+REPEATABLE: Final[dict[str, Any]] = {"repeatable": True}
 
 # OVMS graph defaults that differ from the flags' defaults, by setting name, applied under what a
 # graph sets. Empty: for every option ovserve implements, a graph that omits it gets the same
@@ -367,6 +369,49 @@ class ServerSettings(BaseModel):
     )
     media: MediaSettings = Field(default_factory=MediaSettings)
     log_level: LogLevel = Field(default="INFO", description="log level of the server's messages")
+    # -- who may use the server (ovserve.api.auth) ------------------------------------------
+    api_key: list[str] = Field(
+        default_factory=list,
+        json_schema_extra=REPEATABLE,
+        description="an API key clients must send (Authorization: Bearer, or Azure's api-key header); "
+        "repeat the flag for several; OVSERVE_API_KEY adds one; default: no key (open server)",
+    )
+    api_key_file: Path | None = Field(
+        default=None,
+        description="file of API keys, one per line ('#' comments); reread on SIGHUP and when it changes",
+    )
+    metrics_public: bool = Field(default=False, description="serve /metrics without an API key")
+    # -- load (ovserve.service.admission) ---------------------------------------------------
+    max_queued_requests: int = Field(
+        default=64,
+        ge=1,
+        description="per model: requests admitted but without a first token yet; beyond it a 429 with Retry-After",
+    )
+    max_prompt_tokens_in_flight: int | None = Field(
+        default=None,
+        ge=1,
+        description="per model: prompt tokens of all admitted, unfinished requests; beyond it a 429 "
+        "(default: no limit)",
+    )
+    request_timeout: float | None = Field(
+        default=600.0,
+        gt=0,
+        description="longest time a generation request may take, from arrival to its last byte (s); then 504 "
+        "(unary) or an error event (stream), and its engine work is cancelled",
+    )
+    # -- engine health and shutdown ---------------------------------------------------------
+    engine_stall_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        description="an engine with requests that reports no progress this long is declared stalled: its model "
+        "turns not-ready, its requests fail, and the engine process is killed and restarted (s)",
+    )
+    drain_timeout: float = Field(
+        default=30.0,
+        ge=0,
+        description="on SIGTERM/SIGINT: readiness 503 and new requests 503 at once; requests in flight may finish "
+        "for this long, then streams get an error event; then the server exits 0 (s)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -406,6 +451,15 @@ class Flag:
     @property
     def env(self) -> str:
         return ENV_PREFIX + self.name.upper()
+
+    @property
+    def repeatable(self) -> bool:
+        return self.field.json_schema_extra == REPEATABLE
+
+    @property
+    def switch(self) -> bool:
+        """A bool: ``--flag`` alone means true; ``--flag false`` (OVMS's spelling) still works."""
+        return self.field.annotation is bool
 
     @property
     def choices(self) -> tuple[str, ...] | None:

@@ -117,11 +117,39 @@ class UnsupportedMediaTypeError(OvserveError):
 
 
 class ServiceUnavailableError(OvserveError):
-    """The model exists but cannot take requests now (loading, restarting, out of KV cache)."""
+    """The model exists but cannot take requests now (loading, restarting, draining, out of KV cache).
+
+    Answered with ``Retry-After`` (seconds), as vLLM and the Databricks/Azure contracts do.
+    """
 
     status = 503
     error_type = "service_unavailable"
     default_code = "model_not_ready"
+
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str | None = None, retry_after: int = 1
+    ) -> None:
+        super().__init__(message, param=param, code=code)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
+
+class TooManyRequestsError(ServiceUnavailableError):
+    """Admission control: the model's queue is full (--max_queued_requests, --max_prompt_tokens_in_flight)."""
+
+    status = 429
+    error_type = "rate_limit_error"
+    default_code = "queue_full"
+
+
+class DeadlineExceededError(OvserveError):
+    """The request ran past --request_timeout; its engine work was cancelled."""
+
+    status = 504
+    error_type = "timeout_error"
+    default_code = "request_timeout"
 
 
 class EngineError(OvserveError):

@@ -6,9 +6,12 @@ import asyncio
 
 from aiohttp import web
 
+from ovserve.api.auth import ApiKeys
+from ovserve.api.drain import Drain
 from ovserve.config import ServerSettings
 from ovserve.loop_lag import LoopLagMonitor
 from ovserve.media import MediaResolver
+from ovserve.metrics import ServerMetrics
 from ovserve.service.chat import ChatService
 from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry
@@ -22,3 +25,8 @@ LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
 ENGINE_LOADS = web.AppKey("engine_loads", list[asyncio.Task[None]])
 # Image-URL policy, downloads and decoding; its HTTP session lives as long as the app.
 MEDIA = web.AppKey("media", MediaResolver)
+# Who may call (empty: anyone), reread on SIGHUP.
+API_KEYS = web.AppKey("api_keys", ApiKeys)
+# SIGTERM's drain: readiness 503, new requests 503, in-flight requests counted.
+DRAIN = web.AppKey("drain", Drain)
+METRICS = web.AppKey("metrics", ServerMetrics)

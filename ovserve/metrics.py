@@ -4,28 +4,36 @@ Contract:
 
 - One :class:`ServerMetrics` per app, with its own ``CollectorRegistry`` (no process-global
   state: tests and several apps in one process do not mix).
-- Request-path metrics are recorded by the services as events happen (:class:`RequestRecorder`):
-  queue time, time to first token, inter-token latency, end-to-end latency, prompt and generated
-  token counters, and one outcome per request (``finish_reason``, or the error type, and the HTTP
-  status).
-- Engine-side state is *read* at scrape time from values the server process already holds (the
-  engine client's state, counters and last stats report): a scrape never waits on an engine, so a
-  stuck engine cannot slow or empty ``/metrics``.
+- Request-path metrics are recorded as events happen, through one :class:`RequestRecorder` per
+  generation request: time to first token, queue time, inter-token latency, end-to-end latency,
+  prompt and generated token counters, and exactly one outcome per request (its
+  ``finish_reason``, or the error type, and the HTTP status).
+- Everything else is *read* at scrape time from state the server process already holds: each
+  model's admission counts (queue depth), its engine client (ready, in flight, restarts, stalls,
+  the engine's last report: KV cache, pipeline requests) and drafting totals, and the event-loop
+  lag histogram. Collecting never waits on an engine, so a stuck engine cannot slow or empty
+  ``/metrics``.
 
-Names follow Prometheus conventions (``ovserve_`` prefix, ``_seconds``, ``_total``); the README
-lists them with the vLLM / llama.cpp metrics they correspond to.
+Names follow Prometheus conventions (``ovserve_`` prefix, base units, ``_total`` counters); the
+README lists them next to the vLLM / llama.cpp metrics they correspond to.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from ovserve.loop_lag import BUCKETS as LOOP_LAG_BUCKETS
+from ovserve.loop_lag import LoopLagMonitor
+
+if TYPE_CHECKING:
+    from ovserve.service.models import ServedModel
 
 # Latency buckets (seconds): from a fast decode step on a small model to a multi-minute answer.
 _TOKEN_BUCKETS = (0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5)
@@ -33,103 +41,73 @@ _FIRST_TOKEN_BUCKETS = (0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10
 _REQUEST_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0, 600.0)
 
 
-class EngineView(Protocol):
-    """What the collector reads from one model's engine (attributes, never awaited)."""
-
-    @property
-    def ready(self) -> bool: ...
-
-    @property
-    def restarts(self) -> int: ...
-
-    @property
-    def stalls(self) -> int: ...
-
-    def gauges(self) -> dict[str, float]: ...
-
-
 @dataclass
 class ServerMetrics:
     registry: CollectorRegistry = field(default_factory=lambda: CollectorRegistry(auto_describe=True))
 
     def __post_init__(self) -> None:
-        labels = ["model"]
-        self.queue_time = Histogram(
-            "ovserve_request_queue_time_seconds",
-            "Time from a request's admission until the engine produced its first output (waiting + prefill).",
-            labels,
+        model = ["model"]
+        self.time_to_first_token = Histogram(
+            "ovserve_time_to_first_token_seconds",
+            "Time from a request's arrival until its first generated token.",
+            model,
             buckets=_FIRST_TOKEN_BUCKETS,
             registry=self.registry,
         )
-        self.time_to_first_token = Histogram(
-            "ovserve_time_to_first_token_seconds",
-            "Time from the request's arrival until its first generated token.",
-            labels,
+        self.queue_time = Histogram(
+            "ovserve_request_queue_time_seconds",
+            "Time from a request's admission until its first token (waiting in the engine, then prefill).",
+            model,
             buckets=_FIRST_TOKEN_BUCKETS,
             registry=self.registry,
         )
         self.inter_token_latency = Histogram(
             "ovserve_inter_token_latency_seconds",
-            "Time between generated tokens of one sequence (a step delivering k tokens counts k times).",
-            labels,
+            "Time between generated tokens of one choice (an output of k tokens counts k gaps).",
+            model,
             buckets=_TOKEN_BUCKETS,
             registry=self.registry,
         )
         self.request_latency = Histogram(
             "ovserve_e2e_request_latency_seconds",
-            "Time from a request's arrival until its last byte.",
-            labels,
+            "Time from a generation request's arrival until its answer is complete.",
+            model,
             buckets=_REQUEST_BUCKETS,
             registry=self.registry,
         )
         self.prompt_tokens = Counter(
-            "ovserve_prompt_tokens", "Prompt tokens of admitted requests.", labels, registry=self.registry
+            "ovserve_prompt_tokens", "Prompt tokens of admitted requests.", model, registry=self.registry
         )
         self.generation_tokens = Counter(
-            "ovserve_generation_tokens", "Tokens generated.", labels, registry=self.registry
+            "ovserve_generation_tokens", "Tokens generated.", model, registry=self.registry
         )
         self.requests = Counter(
             "ovserve_requests",
-            "Requests by outcome: the finish_reason of a completed request, else the error type; and the status.",
+            "Generation requests by outcome (the finish_reason of a completed request, else the error type) "
+            "and HTTP status.",
             ["model", "endpoint", "outcome", "status"],
             registry=self.registry,
         )
-        self.rejected = Counter(
-            "ovserve_requests_rejected",
-            "Requests refused before any engine work by admission control (429) or readiness (503).",
-            ["model", "reason"],
-            registry=self.registry,
-        )
-        self.waiting = Gauge(
-            "ovserve_requests_waiting",
-            "Admitted requests without a first token yet (in the engine's queue or prefilling): the queue depth.",
-            labels,
-            registry=self.registry,
-        )
-        self.running = Gauge("ovserve_requests_running", "Requests generating tokens.", labels, registry=self.registry)
-        self._engines: dict[str, EngineView] = {}
-        self.registry.register(_EngineCollector(self._engines))
+        self._models: list[ServedModel] = []
+        self._loop_lag: LoopLagMonitor | None = None
+        self.registry.register(_ServerCollector(self))
 
-    def watch_engine(self, model: str, engine: EngineView) -> None:
-        self._engines[model] = engine
-        for gauge in (self.waiting, self.running):
-            gauge.labels(model=model).set(0)
+    def watch(self, models: Iterable[ServedModel], loop_lag: LoopLagMonitor) -> None:
+        self._models = list(models)
+        self._loop_lag = loop_lag
 
-    def add_collector(self, collect: Callable[[], Iterable[Metric]]) -> None:
-        """Extra families computed at scrape time (e.g. the event-loop lag histogram)."""
-        self.registry.register(_CallableCollector(collect))
-
-    def recorder(self, model: str, endpoint: str) -> RequestRecorder:
-        return RequestRecorder(self, model, endpoint)
+    def recorder(self, endpoint: str) -> RequestRecorder:
+        return RequestRecorder(self, endpoint)
 
 
 class RequestRecorder:
-    """One request's timeline; every method is cheap enough to call per streamed chunk."""
+    """One generation request's timeline; :meth:`tokens` is cheap enough for every output."""
 
-    def __init__(self, metrics: ServerMetrics, model: str, endpoint: str) -> None:
+    def __init__(self, metrics: ServerMetrics, endpoint: str) -> None:
         self._metrics = metrics
-        self._model = model
         self._endpoint = endpoint
+        # Only a served model's name becomes a label value (a client's typo would add a series).
+        self.model = ""
         self.arrived = time.monotonic()
         self._admitted: float | None = None
         self._last_token: dict[int, float] = {}
@@ -138,85 +116,109 @@ class RequestRecorder:
 
     def admitted(self, prompt_tokens: int) -> None:
         self._admitted = time.monotonic()
-        self._metrics.prompt_tokens.labels(model=self._model).inc(prompt_tokens)
-        self._metrics.waiting.labels(model=self._model).inc()
+        self._metrics.prompt_tokens.labels(model=self.model).inc(prompt_tokens)
 
     def tokens(self, index: int, count: int) -> None:
         """``count`` new tokens of choice ``index`` arrived now."""
-        if count <= 0:
-            return
         now = time.monotonic()
-        model = self._model
+        model = self.model
         if not self._first_token:
             self._first_token = True
             self._metrics.time_to_first_token.labels(model=model).observe(now - self.arrived)
             if self._admitted is not None:
                 self._metrics.queue_time.labels(model=model).observe(now - self._admitted)
-                self._metrics.waiting.labels(model=model).dec()
-                self._metrics.running.labels(model=model).inc()
         previous = self._last_token.get(index)
         if previous is not None:
-            gap = (now - previous) / count
             histogram = self._metrics.inter_token_latency.labels(model=model)
+            gap = (now - previous) / count
             for _ in range(count):
                 histogram.observe(gap)
         self._last_token[index] = now
         self._metrics.generation_tokens.labels(model=model).inc(count)
 
     def finished(self, outcome: str, status: int) -> None:
-        """Exactly once per admitted or refused request: ``outcome`` is a finish_reason or an error type."""
+        """Once per request; ``outcome`` is a finish_reason or an error type."""
         if self._finished:
             return
         self._finished = True
-        model = self._model
-        if self._admitted is not None:
-            gauge = self._metrics.running if self._first_token else self._metrics.waiting
-            gauge.labels(model=model).dec()
-        self._metrics.request_latency.labels(model=model).observe(time.monotonic() - self.arrived)
-        self._metrics.requests.labels(model=model, endpoint=self._endpoint, outcome=outcome, status=str(status)).inc()
+        self._metrics.request_latency.labels(model=self.model).observe(time.monotonic() - self.arrived)
+        labels = {"model": self.model, "endpoint": self._endpoint, "outcome": outcome, "status": str(status)}
+        self._metrics.requests.labels(**labels).inc()
 
 
-class _EngineCollector(Collector):
-    def __init__(self, engines: dict[str, EngineView]) -> None:
-        self._engines = engines
+def _gauge(name: str, documentation: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, labels=["model"])
+
+
+def _counter(name: str, documentation: str) -> CounterMetricFamily:
+    return CounterMetricFamily(name, documentation, labels=["model"])
+
+
+class _ServerCollector(Collector):
+    """Scrape-time families: read from what the server process holds, never awaited."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self._metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
-        ready = GaugeMetricFamily(
-            "ovserve_engine_ready", "1 when the model's engine is loaded and making progress.", labels=["model"]
+        ready = _gauge("ovserve_engine_ready", "1 when the model's engine is loaded and making progress.")
+        inflight = _gauge("ovserve_inflight_requests", "Engine requests the server is waiting on.")
+        waiting = _gauge(
+            "ovserve_requests_waiting",
+            "Admitted requests without a first token yet (queued in the engine or prefilling): the queue depth.",
         )
-        restarts = CounterMetricFamily(
-            "ovserve_engine_restarts", "Engine processes restarted after dying or stalling.", labels=["model"]
-        )
-        stalls = CounterMetricFamily(
-            "ovserve_engine_stalls", "Times the watchdog found the engine making no progress.", labels=["model"]
-        )
-        families: dict[str, GaugeMetricFamily] = {}
-        for model, engine in self._engines.items():
-            ready.add_metric([model], 1.0 if engine.ready else 0.0)
-            restarts.add_metric([model], engine.restarts)
-            stalls.add_metric([model], engine.stalls)
-            for name, value in engine.gauges().items():
-                if name not in families:
-                    families[name] = GaugeMetricFamily(name, _ENGINE_GAUGE_HELP.get(name, name), labels=["model"])
-                families[name].add_metric([model], value)
-        yield ready
-        yield restarts
-        yield stalls
-        yield from families.values()
-
-
-_ENGINE_GAUGE_HELP = {
-    "ovserve_kv_cache_usage_ratio": "Fraction of the KV cache in use (pipeline metrics, last engine report).",
-    "ovserve_kv_cache_bytes": "Size of the KV cache the engine has allocated.",
-    "ovserve_engine_requests": "Requests held by the pipeline (last engine report).",
-    "ovserve_engine_scheduled_requests": "Requests the pipeline scheduled in its last step.",
-    "ovserve_engine_report_age_seconds": "Seconds since the engine last reported its state.",
-}
-
-
-class _CallableCollector(Collector):
-    def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
-        self._collect = collect
-
-    def collect(self) -> Iterable[Metric]:
-        return self._collect()
+        running = _gauge("ovserve_requests_running", "Admitted requests generating tokens.")
+        prompt_tokens = _gauge("ovserve_prompt_tokens_in_flight", "Prompt tokens of admitted, unfinished requests.")
+        rejected = _counter("ovserve_requests_rejected", "Requests refused by admission control (429).")
+        restarts = _counter("ovserve_engine_restarts", "Engine processes restarted after dying or stalling.")
+        stalls = _counter("ovserve_engine_stalls", "Times the watchdog found the engine making no progress.")
+        engine_requests = _gauge("ovserve_engine_requests", "Requests held by the pipeline (engine's last report).")
+        handles = _gauge("ovserve_engine_handles", "Generation handles the engine process still drives.")
+        scheduled = _gauge("ovserve_engine_scheduled_requests", "Requests the pipeline scheduled in its last step.")
+        kv_usage = _gauge("ovserve_kv_cache_usage_ratio", "Fraction of the KV cache in use (engine's last report).")
+        kv_bytes = _gauge("ovserve_kv_cache_bytes", "KV cache the engine has allocated.")
+        report_age = _gauge("ovserve_engine_report_age_seconds", "Seconds since the engine last reported its state.")
+        accepted = _counter("ovserve_draft_accepted_tokens", "Draft tokens the main model accepted.")
+        proposed = _counter("ovserve_draft_proposed_tokens", "Draft tokens proposed (num_assistant_tokens mode).")
+        verify = _counter("ovserve_draft_verify_steps", "Main-model verification steps of drafting requests.")
+        now = time.monotonic()
+        for model in self._metrics._models:
+            name = [model.name]
+            engine, admission = model.engine, model.admission
+            ready.add_metric(name, 1.0 if engine.ready else 0.0)
+            inflight.add_metric(name, engine.inflight)
+            waiting.add_metric(name, admission.waiting)
+            running.add_metric(name, admission.running)
+            prompt_tokens.add_metric(name, admission.prompt_tokens)
+            rejected.add_metric(name, admission.rejected)
+            restarts.add_metric(name, engine.restarts)
+            stalls.add_metric(name, engine.stalls)
+            report = engine.last_report
+            if report is not None and engine.last_report_at is not None:
+                engine_requests.add_metric(name, report.engine_requests)
+                handles.add_metric(name, report.active_requests + report.releasing_requests)
+                scheduled.add_metric(name, report.scheduled_requests)
+                kv_usage.add_metric(name, report.cache_usage)
+                kv_bytes.add_metric(name, report.kv_cache_bytes)
+                report_age.add_metric(name, now - engine.last_report_at)
+            if model.drafting.requests:
+                accepted.add_metric(name, model.drafting.accepted_tokens)
+                proposed.add_metric(name, model.drafting.drafted_tokens)
+                verify.add_metric(name, model.drafting.verify_steps)
+        yield from (ready, inflight, waiting, running, prompt_tokens, rejected, restarts, stalls)
+        yield from (engine_requests, handles, scheduled, kv_usage, kv_bytes, report_age)
+        if any(model.drafting.requests for model in self._metrics._models):
+            yield from (accepted, proposed, verify)
+        lag = self._metrics._loop_lag
+        if lag is not None:
+            cumulative, buckets = 0, []
+            for bound, count in zip(LOOP_LAG_BUCKETS, lag.counts, strict=False):
+                cumulative += count
+                buckets.append((repr(bound), cumulative))
+            buckets.append(("+Inf", lag.samples))
+            yield HistogramMetricFamily(
+                "ovserve_event_loop_lag_seconds",
+                f"How late the event loop woke from a {lag.interval * 1000:.0f} ms sleep.",
+                buckets=buckets,
+                sum_value=lag.total,
+            )

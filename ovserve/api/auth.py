@@ -2,10 +2,11 @@
 
 Contract:
 
-- Keys come from ``--api_key`` (repeatable), ``OVSERVE_API_KEY`` and ``--api_key_file`` (one key
-  per line; blank lines and ``#`` comments ignored). The file is read again on SIGHUP and when its
-  modification time changes (checked at most once a second, on requests), so keys rotate without
-  a restart; a file that cannot be read keeps the last good keys and logs why.
+- Keys come from ``--api_key`` (repeatable; ``OVSERVE_API_KEY`` adds one, see the settings
+  schema) and ``--api_key_file`` (one key per line; blank lines and ``#`` comments ignored).
+  The file is read again on SIGHUP and when its modification time changes (checked at most once
+  a second, on requests), so keys rotate without a restart; a file that cannot be read keeps the
+  last good keys and logs why.
 - A request presents a key as ``Authorization: Bearer <key>`` (OpenAI, vLLM, llama.cpp, Jan) or
   ``api-key: <key>`` (Azure AI Foundry). Keys are compared in constant time: both sides are
   hashed to a fixed length and every configured key is compared, whatever matches.
@@ -20,18 +21,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from ovserve.errors import AuthenticationError
 
 log = logging.getLogger(__name__)
 
-ENV_VAR = "OVSERVE_API_KEY"
 # Paths that answer without a key: liveness/readiness probes.
 OPEN_PATHS = frozenset({"/v2/health/live", "/v2/health/ready", "/health"})
 _FILE_CHECK_INTERVAL_S = 1.0
@@ -63,11 +63,6 @@ class ApiKeys:
             self._file_keys = _keys_from_file(key_file)
             self._file_mtime = key_file.stat().st_mtime
         self._rebuild()
-
-    @classmethod
-    def from_settings(cls, keys: Iterable[str], key_file: Path | None) -> ApiKeys:
-        env_key = os.environ.get(ENV_VAR, "").strip()
-        return cls([*keys, *([env_key] if env_key else [])], key_file)
 
     def _rebuild(self) -> None:
         self._digests = [_digest(key) for key in [*self._static, *self._file_keys]]
@@ -130,9 +125,6 @@ def presented_key(request: web.Request) -> str | None:
 
 def is_authorized(request: web.Request, keys: ApiKeys) -> bool:
     return not keys.enabled or keys.accepts(presented_key(request))
-
-
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 
 def auth_middleware(keys: ApiKeys, *, metrics_public: bool) -> Middleware:

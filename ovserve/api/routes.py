@@ -10,9 +10,11 @@ from collections.abc import AsyncGenerator
 from typing import Any, TypeVar
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 
 from ovserve import keys
+from ovserve.api.auth import is_authorized
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.openapi import openapi_json
@@ -21,10 +23,13 @@ from ovserve.api.sse import SSEWriter, dumps
 from ovserve.errors import (
     AZURE,
     BadRequestError,
+    DeadlineExceededError,
     OvserveError,
     RequestTimeoutError,
     UnsupportedMediaTypeError,
 )
+from ovserve.metrics import RequestRecorder
+from ovserve.service.response import Job
 
 log = logging.getLogger(__name__)
 
@@ -120,46 +125,87 @@ def parse_request(
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    payload = await read_json_object(request)
-    chat_request = parse_request(request, payload, Endpoint.CHAT, ChatCompletionRequest)
-    service = request.app[keys.CHAT]
-    job = await service.prepare(chat_request)
-    if not chat_request.stream:
-        return _json_response(await service.complete(job))
-    return await _stream(request, service.stream(job), job.id)
+    return await _generate(request, Endpoint.CHAT, ChatCompletionRequest, request.app[keys.CHAT])
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    payload = await read_json_object(request)
-    completion_request = parse_request(request, payload, Endpoint.COMPLETIONS, CompletionRequest)
-    service = request.app[keys.COMPLETIONS]
-    job = await service.prepare(completion_request)
-    if not completion_request.stream:
-        return _json_response(await service.complete(job))
-    return await _stream(request, service.stream(job), job.id)
+    return await _generate(request, Endpoint.COMPLETIONS, CompletionRequest, request.app[keys.COMPLETIONS])
+
+
+async def _generate(
+    request: web.Request, endpoint: Endpoint, request_model: type[RequestModel], service: Any
+) -> web.StreamResponse:
+    """Validate, prepare, admit (429 when the model's queue is full), then answer within
+    ``--request_timeout``; every request is counted once in ``/metrics`` with its outcome.
+
+    ``service`` is the endpoint's ChatService or CompletionService (same shape, own job type).
+    """
+    settings = request.app[keys.SETTINGS]
+    recorder = request.app[keys.METRICS].recorder(endpoint.value)
+    timeout = settings.request_timeout
+    deadline = asyncio.get_running_loop().time() + timeout if timeout is not None else None
+    job = None
+    try:
+        parsed = parse_request(request, await read_json_object(request), endpoint, request_model)
+        job = await service.prepare(parsed)
+        recorder.model = job.model.name
+        job.admit(recorder)
+        if parsed.stream:
+            return await _stream(request, service.stream(job), job, recorder, deadline)
+        try:
+            async with asyncio.timeout_at(deadline):
+                body = await service.complete(job)
+        except TimeoutError:
+            raise _deadline_error(timeout) from None
+        recorder.finished(job.outcome, 200)
+        return _json_response(body)
+    except OvserveError as exc:
+        recorder.finished(exc.error_type, exc.status)
+        raise
+    finally:
+        if job is not None:
+            job.release()
+
+
+def _deadline_error(timeout: float | None) -> DeadlineExceededError:
+    return DeadlineExceededError(f"the request took longer than --request_timeout ({timeout:g} s); it was cancelled")
 
 
 async def _stream(
-    request: web.Request, chunks: AsyncGenerator[dict[str, Any], None], job_id: str
+    request: web.Request,
+    chunks: AsyncGenerator[dict[str, Any], None],
+    job: Job[Any],
+    recorder: RequestRecorder,
+    deadline: float | None,
 ) -> web.StreamResponse:
     writer = SSEWriter(request)
+    outcome = "stop"
     # aclosing: however the loop ends, the generator's cleanup (cancelling the engine request)
     # runs now, not whenever the abandoned generator is garbage-collected.
     async with contextlib.aclosing(chunks):
         try:
             await writer.open()
             try:
-                async for chunk in chunks:
-                    await writer.send(chunk)
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        async for chunk in chunks:
+                            await writer.send(chunk)
+                except TimeoutError:
+                    raise _deadline_error(request.app[keys.SETTINGS].request_timeout) from None
+                outcome = job.outcome
             except OvserveError as exc:
                 # Headers are gone: the failure travels as an error event, then the stream ends normally.
-                log.warning("stream %s failed: %s", job_id, exc.message)
+                log.warning("stream %s failed: %s", job.id, exc.message)
+                outcome = exc.error_type
                 await writer.send(exc.body())
             await writer.done()
         except ConnectionResetError:
             # A write found the connection gone before aiohttp cancelled this handler. An
             # ordinary event: one line, no traceback (aiohttp would log one for an escaping error).
-            log.info("stream %s: the client disconnected", job_id)
+            log.info("stream %s: the client disconnected", job.id)
+            outcome = "disconnected"
+        finally:
+            recorder.finished(outcome, 200)
     return writer.response
 
 
@@ -186,69 +232,44 @@ async def health_live(request: web.Request) -> web.Response:
 
 
 async def health_ready(request: web.Request) -> web.Response:
-    """200 once every served model's engine has loaded (OVMS's server readiness)."""
+    """200 once every served model's engine has loaded and is making progress (OVMS's server
+    readiness); 503 while loading, restarting, after a stall, and from the start of a drain."""
     models = request.app[keys.MODELS]
-    ready = all(model.engine.ready for model in models)
+    ready = all(model.engine.ready for model in models) and not request.app[keys.DRAIN].draining
     return web.Response(status=200 if ready else 503)
 
 
 async def model_ready(request: web.Request) -> web.Response:
     """KServe-style per-model readiness (OVMS: /v2/models/{name}/ready)."""
     model = request.app[keys.MODELS].get(request.match_info["name"])
-    return web.Response(status=200 if model.engine.ready else 503)
+    ready = model.engine.ready and not request.app[keys.DRAIN].draining
+    return web.Response(status=200 if ready else 503)
 
 
 async def health(request: web.Request) -> web.Response:
+    """Overall state; each model's state only for a caller with a key (model names stay private)."""
     models = request.app[keys.MODELS]
-    states = {model.name: model.engine.state.value for model in models}
-    ready = all(model.engine.ready for model in models)
-    return _json_response({"status": "ok" if ready else "loading", "models": states}, status=200 if ready else 503)
+    draining = request.app[keys.DRAIN].draining
+    ready = all(model.engine.ready for model in models) and not draining
+    status = "draining" if draining else "ok" if ready else "loading"
+    body: dict[str, Any] = {"status": status}
+    if is_authorized(request, request.app[keys.API_KEYS]):
+        body["models"] = {model.name: model.engine.state.value for model in models}
+    return _json_response(body, status=200 if ready else 503)
+
+
+# A scrape waits at most this long for fresh engine counters, then reports the last ones.
+_STATS_WAIT_S = 0.5
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text format: what operators watch (and what tests use to see engine state)."""
-    lines = [
-        "# HELP ovserve_engine_ready 1 when the model's engine process is loaded and serving.",
-        "# TYPE ovserve_engine_ready gauge",
-        "# HELP ovserve_inflight_requests Requests the server is waiting on the engine for.",
-        "# TYPE ovserve_inflight_requests gauge",
-        "# HELP ovserve_engine_requests Requests held by the pipeline (its own get_metrics().requests).",
-        "# TYPE ovserve_engine_requests gauge",
-        "# HELP ovserve_engine_handles Generation handles the engine process is still driving.",
-        "# TYPE ovserve_engine_handles gauge",
-        "# HELP ovserve_engine_restarts_total Engine processes restarted after dying.",
-        "# TYPE ovserve_engine_restarts_total counter",
-    ]
-    for model in request.app[keys.MODELS]:
-        label = f'{{model="{model.name}"}}'
-        lines.append(f"ovserve_engine_ready{label} {int(model.engine.ready)}")
-        lines.append(f"ovserve_inflight_requests{label} {model.engine.inflight}")
-        lines.append(f"ovserve_engine_restarts_total{label} {model.engine.restarts}")
-        if model.engine.ready:
-            try:
-                stats = await model.engine.stats()
-            except (OvserveError, TimeoutError):
-                continue
-            lines.append(f"ovserve_engine_requests{label} {stats.engine_requests}")
-            lines.append(f"ovserve_engine_handles{label} {stats.active_requests + stats.releasing_requests}")
-    drafting = [model for model in request.app[keys.MODELS] if model.drafting.requests]
-    if drafting:
-        lines += [
-            "# HELP ovserve_draft_accepted_tokens_total Draft tokens the main model accepted.",
-            "# TYPE ovserve_draft_accepted_tokens_total counter",
-            "# HELP ovserve_draft_proposed_tokens_total Draft tokens proposed (num_assistant_tokens mode).",
-            "# TYPE ovserve_draft_proposed_tokens_total counter",
-            "# HELP ovserve_draft_verify_steps_total Main-model verification steps of drafting requests.",
-            "# TYPE ovserve_draft_verify_steps_total counter",
-        ]
-        for model in drafting:
-            label = f'{{model="{model.name}"}}'
-            counts = model.drafting
-            lines.append(f"ovserve_draft_accepted_tokens_total{label} {counts.accepted_tokens}")
-            lines.append(f"ovserve_draft_proposed_tokens_total{label} {counts.drafted_tokens}")
-            lines.append(f"ovserve_draft_verify_steps_total{label} {counts.verify_steps}")
-    lines.extend(request.app[keys.LOOP_LAG].prometheus())
-    return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+    """Prometheus text format (prometheus-client). Engine counters are refreshed first, each engine
+    given at most half a second: a stuck engine shows as an old ``ovserve_engine_report_age_seconds``,
+    never as a slow or empty scrape."""
+    models = [model for model in request.app[keys.MODELS] if model.engine.ready]
+    await asyncio.gather(*(model.engine.refresh_report(_STATS_WAIT_S) for model in models))
+    body = generate_latest(request.app[keys.METRICS].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 def add_routes(app: web.Application) -> None:

@@ -33,6 +33,7 @@ from ovserve.engine.messages import (
     EngineStats,
     Event,
     Fatal,
+    Heartbeat,
     Ready,
     RequestEnded,
     SequenceOutput,
@@ -41,7 +42,7 @@ from ovserve.engine.messages import (
     StatsRequest,
 )
 from ovserve.engine.spec import EngineSpec
-from ovserve.errors import BadRequestError, EngineError, ServiceUnavailableError
+from ovserve.errors import BadRequestError, EngineError, OvserveError, ServiceUnavailableError
 from ovserve.generation_config import GenerationParams
 
 log = logging.getLogger(__name__)
@@ -101,11 +102,24 @@ class EngineClient:
     """One served model's engine process, seen from the event loop."""
 
     def __init__(
-        self, spec: EngineSpec, *, log_level: int = logging.INFO, launcher: EngineLauncher = spawn_engine
+        self,
+        spec: EngineSpec,
+        *,
+        log_level: int = logging.INFO,
+        launcher: EngineLauncher = spawn_engine,
+        stall_timeout: float = 60.0,
     ) -> None:
         self.spec = spec
         self.state = EngineState.STOPPED
         self.restarts = 0
+        self.stalls = 0
+        self.stall_timeout = stall_timeout
+        # The engine's last Heartbeat, and when it came: what /metrics reports without asking.
+        self.last_report: EngineStats | None = None
+        self.last_report_at: float | None = None
+        # When the engine last showed it was alive while it had work (any event counts).
+        self._last_progress = time.monotonic()
+        self._watchdog: asyncio.Task[None] | None = None
         self.pid: int | None = None
         self._log_level = log_level
         self._launcher = launcher
@@ -140,6 +154,9 @@ class EngineClient:
         loop.add_reader(parent_conn.fileno(), self._on_readable)
         await self._ready
         self.state = EngineState.READY
+        self._last_progress = time.monotonic()
+        if self._watchdog is None:
+            self._watchdog = loop.create_task(self._watch(), name=f"watchdog-{self.spec.name}")
         log.info(
             "model %r ready on %s (pid %s, loaded in %.1f s)",
             self.spec.name,
@@ -153,6 +170,8 @@ class EngineClient:
         self.state = EngineState.STOPPED
         if self._restart_task is not None:
             self._restart_task.cancel()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         self._fail_all(ServiceUnavailableError("the server is shutting down"))
         self._detach()
         process = self._process
@@ -187,7 +206,9 @@ class EngineClient:
             return
         try:
             while conn.poll():
-                for event in conn.recv():
+                events = conn.recv()
+                self._last_progress = time.monotonic()
+                for event in events:
                     self._dispatch(event)
         except (EOFError, OSError):
             self._on_engine_death()
@@ -202,6 +223,8 @@ class EngineClient:
                 stream = self._streams.pop(request_id, None)
                 if stream is not None:
                     stream.put_nowait(event)
+            case Heartbeat(stats):
+                self.last_report, self.last_report_at = stats, time.monotonic()
             case StatsReply(token, stats):
                 waiter = self._stats_waiters.pop(token, None)
                 if waiter is not None and not waiter.done():
@@ -231,6 +254,37 @@ class EngineClient:
         )
         self._fail_all(EngineError("the engine process died while generating; retry the request"))
         self.state = EngineState.RESTARTING
+        self._restart_task = asyncio.get_running_loop().create_task(self._restart())
+
+    # -- stall watchdog ---------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        """Kill and restart an engine that has work but shows no progress for ``stall_timeout``.
+
+        A busy engine sends a Heartbeat at least once a second (and outputs as it makes them), so
+        silence while requests are in flight means a hung step (OVMS #4503 left such a server
+        "ready" forever). Its clients get an error at once instead of waiting forever.
+        """
+        interval = min(1.0, self.stall_timeout / 4)
+        while not self._closing:
+            await asyncio.sleep(interval)
+            silent_for = time.monotonic() - self._last_progress
+            if self.ready and self._streams and silent_for > self.stall_timeout:
+                self._on_stall(silent_for)
+
+    def _on_stall(self, silent_for: float) -> None:
+        self.stalls += 1
+        self.state = EngineState.RESTARTING  # readiness turns 503 now
+        log.error(
+            "engine of %r (pid %s) made no progress for %.1f s with %d request(s) in flight "
+            "(--engine_stall_timeout %g s); failing them, killing and restarting the engine",
+            self.spec.name, self.pid, silent_for, len(self._streams), self.stall_timeout,
+        )  # fmt: skip
+        self._fail_all(EngineError("the engine stopped making progress; retry the request", code="engine_stalled"))
+        process = self._process
+        self._detach()
+        if process is not None and process.is_alive():
+            process.kill()
         self._restart_task = asyncio.get_running_loop().create_task(self._restart())
 
     async def _restart(self) -> None:
@@ -282,6 +336,8 @@ class EngineClient:
         request_id = next(_request_ids)
         stream: asyncio.Queue[SequenceOutput | RequestEnded | BaseException] = asyncio.Queue()
         self._send(AddRequest(request_id, prompt, params))
+        if not self._streams:
+            self._last_progress = time.monotonic()  # an idle engine's silence was not a stall
         self._streams[request_id] = stream
         finished = False
         try:
@@ -304,6 +360,22 @@ class EngineClient:
                 # Keep the stream registered until the engine confirms with RequestEnded.
                 self._streams[request_id] = asyncio.Queue()
                 self._outbox.put(CancelRequest(request_id))
+
+    def abort_all(self, error: OvserveError) -> None:
+        """End every request in flight with ``error`` (shutdown after the drain timeout) and free
+        them in the engine."""
+        request_ids = list(self._streams)
+        self._fail_all(error)
+        if self._conn is not None:
+            for request_id in request_ids:
+                self._outbox.put(CancelRequest(request_id))
+
+    async def refresh_report(self, timeout: float) -> None:
+        """Ask for fresh counters (``last_report``); keep the last ones if the engine does not answer
+        within ``timeout``."""
+        with contextlib.suppress(OvserveError, TimeoutError):
+            stats = await self.stats(timeout)
+            self.last_report, self.last_report_at = stats, time.monotonic()
 
     async def stats(self, timeout: float = 5.0) -> EngineStats:
         """The engine's own counters (active requests as the pipeline sees them)."""

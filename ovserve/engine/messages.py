@@ -59,7 +59,8 @@ class EngineStats:
     releasing_requests: int  # ended requests whose handles are kept until the pipeline frees them
     engine_requests: int  # the pipeline's get_metrics().requests
     scheduled_requests: int
-    cache_usage: float
+    cache_usage: float  # fraction of the KV cache in use
+    kv_cache_bytes: int = 0  # the KV cache the pipeline has allocated
 
 
 # -- server -> engine -----------------------------------------------------------------------
@@ -144,4 +145,13 @@ class StatsReply:
     stats: EngineStats
 
 
-Event = Ready | Fatal | SequenceOutput | RequestEnded | StatsReply
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Sent at most once a second while the engine has work, and once when it runs out: proof of
+    progress for the server's stall watchdog, and the engine state ``/metrics`` reports without
+    asking (a scrape never waits on an engine)."""
+
+    stats: EngineStats
+
+
+Event = Ready | Fatal | SequenceOutput | RequestEnded | StatsReply | Heartbeat

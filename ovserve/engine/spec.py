@@ -49,24 +49,29 @@ class SchedulerSettings(BaseModel):
 
 # The environment variable that turns on :class:`EngineFault` (tests set it on a server process).
 FAULT_ENV = "OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS"
+STALL_ENV = "OVSERVE_TEST_STALL_STEP_ON_MAX_TOKENS"
 
 
 @dataclass(frozen=True)
 class EngineFault:
-    """A fault injected into the engine loop, for tests: the one failure the real engine cannot
-    produce on demand.
+    """Faults injected into the engine loop, for tests: failures the real engine cannot produce
+    on demand. 0 means "off".
 
     ``fail_step_on_max_new_tokens``: after a request whose ``max_new_tokens`` equals this value
     is added, the next ``step()`` raises, as a real engine failure would.
+    ``stall_step_on_max_new_tokens``: after such a request, the next ``step()`` never returns,
+    as a hung engine (OVMS #4503) would; the server's stall watchdog must notice.
     """
 
-    fail_step_on_max_new_tokens: int
+    fail_step_on_max_new_tokens: int = 0
+    stall_step_on_max_new_tokens: int = 0
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> EngineFault | None:
-        """The fault :data:`FAULT_ENV` asks for (``OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS=777``), if any."""
-        value = int(environ.get(FAULT_ENV, "0") or 0)
-        return cls(fail_step_on_max_new_tokens=value) if value else None
+        """The faults :data:`FAULT_ENV` / :data:`STALL_ENV` ask for (e.g. ``=777``), if any."""
+        fail = int(environ.get(FAULT_ENV, "0") or 0)
+        stall = int(environ.get(STALL_ENV, "0") or 0)
+        return cls(fail_step_on_max_new_tokens=fail, stall_step_on_max_new_tokens=stall) if fail or stall else None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import os
 import queue
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -37,6 +38,7 @@ from ovserve.engine.messages import (
     EngineStats,
     Event,
     Fatal,
+    Heartbeat,
     Ready,
     RequestEnded,
     SequenceOutput,
@@ -120,6 +122,9 @@ class _Active:
 
 
 _STEPS_TO_FREE = 2
+
+# While busy, the engine reports its state (and so its progress) at least this often.
+_HEARTBEAT_INTERVAL_S = 1.0
 
 # GenerationConfig's own "consider every token" value (SIZE_MAX).
 _NO_TOP_K = 2**64 - 1
@@ -288,17 +293,24 @@ class EngineLoop(_LoopBase):
         self._releasing: dict[int, tuple[Any, int]] = {}
         self._fault = fault
         self._fail_next_step = False
+        self._stall_next_step = False
 
     def run(self) -> None:
         import openvino as ov
 
         self._ov = ov
+        last_beat = 0.0
         while self._running:
             busy = bool(self._active) or bool(self._releasing)
             events: list[Event] = []
             self._drain_commands(block=not busy, events=events)
             if self._active or self._releasing:
                 self._step(events)
+                now = time.monotonic()
+                idle_now = not self._active and not self._releasing
+                if now - last_beat >= _HEARTBEAT_INTERVAL_S or idle_now:
+                    events.append(Heartbeat(self._stats()))
+                    last_beat = now
             if events:
                 self._send(events)
 
@@ -341,6 +353,8 @@ class EngineLoop(_LoopBase):
         self._added_since_step.append(request_id)
         if self._fault is not None and params.max_new_tokens == self._fault.fail_step_on_max_new_tokens:
             self._fail_next_step = True
+        if self._fault is not None and params.max_new_tokens == self._fault.stall_step_on_max_new_tokens:
+            self._stall_next_step = True
 
     def _cancel(self, request_id: int, events: list[Event]) -> None:
         active = self._active.pop(request_id, None)
@@ -357,7 +371,8 @@ class EngineLoop(_LoopBase):
             releasing_requests=len(self._releasing),
             engine_requests=int(metrics.requests),
             scheduled_requests=int(metrics.scheduled_requests),
-            cache_usage=float(metrics.cache_usage),
+            cache_usage=float(metrics.cache_usage) / 100.0,  # the pipeline reports a percentage
+            kv_cache_bytes=int(metrics.kv_cache_size_in_bytes),
         )
 
     def _step(self, events: list[Event]) -> None:
@@ -365,6 +380,9 @@ class EngineLoop(_LoopBase):
             if self._fail_next_step:
                 self._fail_next_step = False
                 raise RuntimeError("injected step failure (EngineSpec.fault)")
+            if self._stall_next_step:
+                log.warning("injected stall (EngineSpec.fault): this engine stops making progress")
+                threading.Event().wait()  # forever, as a hung step() would; the watchdog kills us
             self._pipe.step()
         except Exception as exc:
             self._fail_after_step_error(exc, events)

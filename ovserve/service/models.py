@@ -22,6 +22,7 @@ from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNot
 from ovserve.generation_config import GenerationParams, ModelDefaults
 from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.service.admission import Admission
 from ovserve.service.drafting import DRAFTING_KINDS, DraftingStats, record_drafting
 from ovserve.service.threads import started_thread
 from ovserve.service.tokenizer import PromptTokenizer
@@ -79,6 +80,8 @@ class ServedModel:
     # How this model writes tool calls and reasoning (graph options, else detected from the template).
     tool_format: ToolCallFormat | None = None
     reasoning_format: ReasoningFormat | None = None
+    # This model's queue limits and counts (429 beyond them; the queue-depth metric).
+    admission: Admission = field(default_factory=lambda: Admission("", max_waiting=64))
     # Renders long conversations off the event loop (see render_prompt); started at load.
     template_thread: concurrent.futures.ThreadPoolExecutor = field(default_factory=lambda: started_thread("template"))
     drafting: DraftingStats = field(default_factory=DraftingStats)  # speculative / prompt lookup only
@@ -128,7 +131,15 @@ class ServedModel:
         return self.spec.scheduler.enable_prefix_caching
 
     @classmethod
-    def load(cls, settings: ModelSettings, *, log_level: int = logging.INFO) -> ServedModel:
+    def load(
+        cls,
+        settings: ModelSettings,
+        *,
+        log_level: int = logging.INFO,
+        max_queued_requests: int = 64,
+        max_prompt_tokens_in_flight: int | None = None,
+        stall_timeout: float = 60.0,
+    ) -> ServedModel:
         """Read the model directory (blocking: call from a thread at startup)."""
         import openvino_genai as ov_genai
 
@@ -145,7 +156,7 @@ class ServedModel:
         return cls(
             settings=settings,
             spec=spec,
-            engine=EngineClient(spec, log_level=log_level),
+            engine=EngineClient(spec, log_level=log_level, stall_timeout=stall_timeout),
             tokenizer=PromptTokenizer(tokenizer, spec.name),
             template=template,
             defaults=ModelDefaults.load(spec.model_path, settings.generation_config_path),
@@ -154,6 +165,7 @@ class ServedModel:
             vision=VisionModel.detect(spec.model_path),
             tool_format=tool_parser(settings.tool_parser) if settings.tool_parser else detect_tool_parser(source),
             reasoning_format=reasoning_parser(settings.reasoning_parser) if settings.reasoning_parser else None,
+            admission=Admission(spec.name, max_queued_requests, max_prompt_tokens_in_flight),
         )
 
     def render_chat(

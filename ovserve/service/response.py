@@ -22,7 +22,9 @@ from ovserve.api.protocol import SamplingRequest
 from ovserve.engine.messages import EnginePrompt
 from ovserve.errors import ServiceUnavailableError
 from ovserve.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
+from ovserve.metrics import RequestRecorder
 from ovserve.parsers.base import ToolCall
+from ovserve.service.admission import Ticket
 from ovserve.service.generation import ChoiceDelta, TokenCount, follow_choices, merge, usage
 from ovserve.service.models import ModelRegistry, ServedModel
 from ovserve.service.output import ChoiceOutput, ParsedDelta
@@ -127,6 +129,11 @@ class Job(ABC, Generic[RequestT]):
     count: TokenCount = field(default_factory=TokenCount)
     id: str = field(init=False)
     created: int = field(init=False)
+    # Set by admit(): the request's place in its model's admission counts, and its metrics.
+    ticket: Ticket | None = field(default=None, init=False)
+    recorder: RequestRecorder | None = field(default=None, init=False)
+    # How the choices ended, in the order they did (the outcome /metrics counts).
+    finish_reasons: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.id = f"{self.id_prefix}-{uuid.uuid4().hex}"
@@ -149,6 +156,28 @@ class Job(ABC, Generic[RequestT]):
 
     # -- shared -------------------------------------------------------------------------------
 
+    @property
+    def prompt_tokens_in_flight(self) -> int:
+        """What this job adds to its model's prompt tokens in flight (admission control)."""
+        return self.prompt_tokens
+
+    def admit(self, recorder: RequestRecorder | None = None) -> None:
+        """Take a place in the model's queue (429 when it is full), before any engine work."""
+        self.ticket = self.model.admission.admit(self.prompt_tokens_in_flight)
+        self.recorder = recorder
+        if recorder is not None:
+            recorder.admitted(self.prompt_tokens)
+
+    def release(self) -> None:
+        """Give the place back; idempotent, called however the request ended."""
+        if self.ticket is not None:
+            self.ticket.release()
+
+    @property
+    def outcome(self) -> str:
+        """The first choice's finish_reason: what /metrics counts a completed request as."""
+        return self.finish_reasons[0] if self.finish_reasons else "stop"
+
     async def run(self) -> AsyncGenerator[ChoiceDelta, None]:
         """Every prompt's choices with stop strings applied, numbered ``prompt * n + choice``
         (OpenAI's order); ends when every choice has finished."""
@@ -157,8 +186,16 @@ class Job(ABC, Generic[RequestT]):
             follow_choices(self.model.generate(prompt, self.params), self.params, self.count)
             for prompt in self.engine_prompts()
         ]
+        counted = self.count.completion_tokens
         async for position, delta in merge(streams):
             delta.index += position * n
+            arrived = self.count.completion_tokens - counted
+            if arrived:
+                counted += arrived
+                if self.ticket is not None:
+                    self.ticket.started()
+                if self.recorder is not None:
+                    self.recorder.tokens(delta.index, arrived)
             yield delta
 
     async def choices(self) -> list[Choice]:
@@ -167,6 +204,7 @@ class Job(ABC, Generic[RequestT]):
         async with contextlib.aclosing(self.run()) as deltas:
             async for delta in deltas:
                 choices[delta.index].add(delta)
+        self.finish_reasons = [choice.finish_reason for choice in choices]
         return choices
 
     async def chunks(self, write: ChunkWriter) -> AsyncGenerator[dict[str, Any], None]:
@@ -180,6 +218,8 @@ class Job(ABC, Generic[RequestT]):
                 if choice is None:
                     choice = choices[delta.index] = Choice(delta.index, self.choice_output())
                 step = choice.add(delta)
+                if delta.finished:
+                    self.finish_reasons.append(choice.finish_reason)
                 for choice_object in write(choice, delta, step, first):
                     yield self.chunk([choice_object])
         if self.request.include_usage:

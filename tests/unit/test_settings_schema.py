@@ -45,6 +45,7 @@ def sample(flag: Flag, tiny_llm: Path, tmp_path: Path) -> tuple[str, Any]:
         "draft_device": ("CPU", "CPU"),
         "host": ("127.0.0.1", "127.0.0.1"),
         "pipeline_type": ("LM_CB", "LM_CB"),  # a draft model needs continuous batching
+        "api_key": ("sk-test", ["sk-test"]),  # repeatable: one item per flag
     }
     if flag.name in special:
         return special[flag.name]
