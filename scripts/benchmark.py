@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -217,14 +218,18 @@ async def run_server_level(url: str, conversations: list[list[dict]], max_tokens
     return merged, lag_p99(before, after)
 
 
-def start_server(model_dir: Path, scheduler: SchedulerSettings, port: int) -> subprocess.Popen[bytes]:
+def start_server(
+    model_dir: Path, scheduler: SchedulerSettings, port: int, checkout: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """``ovserve serve`` from ``checkout`` (this one, or another commit's for an A/B run)."""
     args = [
         sys.executable, "-m", "ovserve", "serve", "--model_path", str(model_dir), "--model_name", "bench",
         "--host", "127.0.0.1", "--port", str(port), "--log_level", "WARNING",
         "--max_num_batched_tokens", str(scheduler.max_num_batched_tokens),
         "--max_num_seqs", str(scheduler.max_num_seqs),
     ]  # fmt: skip
-    process = subprocess.Popen(args, cwd=ROOT)
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    process = subprocess.Popen(args, cwd=checkout, env=env)
     import urllib.request
 
     deadline = time.monotonic() + 300
@@ -254,6 +259,13 @@ def main() -> int:
     parser.add_argument("--max_tokens", type=int, default=128)
     parser.add_argument("--models_dir", type=Path, default=ROOT / "models")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--baseline_checkout",
+        type=Path,
+        help="another checkout (e.g. the previous commit as a git worktree): its server runs the same levels, "
+        "interleaved with this one's, and the table compares the two servers instead of server vs raw",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="with --baseline_checkout: A/B rounds per level")
     args = parser.parse_args()
 
     model_dir = build_benchmark_model(args.models_dir)
@@ -264,6 +276,8 @@ def main() -> int:
     print(f"model {model_dir}, prompts of {statistics.mean(len(ids) for _, ids in prompts):.0f} tokens, "
           f"{args.max_tokens} output tokens, greedy + ignore_eos")  # fmt: skip
 
+    if args.baseline_checkout is not None:
+        return compare_servers(args, model_dir, scheduler, [m for m, _ in prompts])
     raw = {n: run_raw(model_dir, scheduler, [ids for _, ids in prompts[:n]], args.max_tokens) for n in args.concurrency}
     server = start_server(model_dir, scheduler, args.port)
     try:
@@ -292,6 +306,41 @@ def main() -> int:
     for n in args.concurrency:
         print(f"raw    x{n:<3}{describe(raw[n])}")
         print(f"server x{n:<3}{describe(served_results[n][0])}")
+    return 0
+
+
+def compare_servers(
+    args: argparse.Namespace, model_dir: Path, scheduler: SchedulerSettings, conversations: list[list[dict]]
+) -> int:
+    """This checkout's server (B) against ``--baseline_checkout``'s (A): both up at once on two
+    ports, each level run A, B, A, B... so drift (thermal, other load) hits both alike."""
+    checkouts = {"baseline": args.baseline_checkout.resolve(), "this": ROOT}
+    servers = {
+        label: start_server(model_dir, scheduler, args.port + offset, checkout)
+        for offset, (label, checkout) in enumerate(checkouts.items())
+    }
+    results: dict[tuple[str, int], list[float]] = {}
+    try:
+        for n in args.concurrency:
+            for _ in range(args.rounds):
+                for offset, label in enumerate(checkouts):
+                    url = f"http://127.0.0.1:{args.port + offset}"
+                    result, _ = asyncio.run(run_server_level(url, conversations[:n], args.max_tokens))
+                    results.setdefault((label, n), []).append(result.tokens_per_s)
+    finally:
+        for process in servers.values():
+            process.terminate()
+            process.wait(timeout=30)
+    print()
+    print(f"baseline: {checkouts['baseline']}")
+    print("| streams | baseline tok/s (median) | this tok/s (median) | ratio | runs |")
+    print("|---|---|---|---|---|")
+    for n in args.concurrency:
+        a, b = statistics.median(results[("baseline", n)]), statistics.median(results[("this", n)])
+        runs = ", ".join(
+            f"{x:.1f}/{y:.1f}" for x, y in zip(results[("baseline", n)], results[("this", n)], strict=True)
+        )
+        print(f"| {n} | {a:.1f} | {b:.1f} | {b / a:.3f} | {runs} |")
     return 0
 
 
