@@ -80,8 +80,8 @@ def validate_document(document: dict[str, Any], source: str, versions: Iterable[
             yield Finding(source, resource, False, f"no schema for {key[0]} {key[1]} in Kubernetes {version}")
             return
         except kubernetes_validate.ValidationError as exc:
-            path = ".".join(str(part) for part in exc.caught_exc.absolute_path) or "(root)"
-            yield Finding(source, resource, False, f"{what}, Kubernetes {version}: {path}: {exc.caught_exc.message}")
+            path = ".".join(str(part) for part in exc.absolute_path) or "(root)"
+            yield Finding(source, resource, False, f"{what}, Kubernetes {version}: {path}: {exc.message}")
             continue
         yield Finding(source, resource, True, f"{what} valid for Kubernetes {checked}")
 
