@@ -58,12 +58,12 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 pytestmark = pytest.mark.slow
 
 
-def server_accepts(flag: str) -> bool:
-    serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
-    return any(flag in action.option_strings for action in serve._actions)
+def server_accepts(flag: str, value: str) -> bool:
+    _, unknown = build_parser().parse_known_args(["serve", flag, value])
+    return flag not in unknown
 
 
-DRAIN_ARGS = ["--drain_timeout", str(DRAIN_TIMEOUT_S)] if server_accepts("--drain_timeout") else []
+DRAIN_ARGS = ["--drain_timeout", str(DRAIN_TIMEOUT_S)] if server_accepts("--drain_timeout", "30") else []
 
 
 @dataclass(eq=False)
