@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ovserve.__main__ import build_parser, settings_from_args
+import ovserve.__main__ as cli
+from ovserve.__main__ import build_parser
 from scripts.render_manifests import ROOT
 from tests.deploy.chart import arg_value, only, read_yaml, render_objects, server_container
 from tests.deploy.test_chart import VARIANTS
@@ -37,14 +38,14 @@ def test_rendered_server_args_parse_as_ovserve_serve(variant: str) -> None:
     container = server_container(render_objects(VARIANTS[variant]))
     assert "command" not in container  # the image's ENTRYPOINT is `ovserve serve`
     parsed = parse("serve", container["args"])
-    assert parsed.port == 8000 and parsed.host == "0.0.0.0"
+    assert str(parsed.port) == "8000" and parsed.host == "0.0.0.0"
 
 
 def test_rendered_drain_timeout_is_what_the_grace_period_was_sized_for() -> None:
     objects = render_objects()
     parsed = parse("serve", server_container(objects)["args"])
     grace = only(objects, "Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert parsed.drain_timeout < grace
+    assert float(parsed.drain_timeout) < grace
 
 
 def test_export_init_container_args_parse_as_ovserve_export() -> None:
@@ -62,7 +63,7 @@ def test_kserve_runtime_args_parse_as_ovserve_serve() -> None:
     args = [arg.replace("{{.Name}}", "qwen") for arg in container["args"]]
     parsed = parse("serve", args)
     assert parsed.model_name == "qwen" and str(parsed.model_path) == "/mnt/models"
-    assert parsed.port == container["ports"][0]["containerPort"]
+    assert str(parsed.port) == str(container["ports"][0]["containerPort"])
     threads = json.loads(arg_value(args, "--plugin_config"))["INFERENCE_NUM_THREADS"]
     assert threads == int(container["resources"]["limits"]["cpu"])
 
@@ -91,5 +92,8 @@ def test_chart_thread_count_reaches_models_served_from_config_json(tiny_llm: Pat
     args = server_container(render_objects())["args"]
     args[args.index("--config_path") + 1] = str(tmp_path / "config.json")
     known = build_parser().parse_known_args(["serve", *args])[0]  # only what the server has today
-    settings = settings_from_args(known)
+    if hasattr(cli, "settings_from_args"):
+        settings = cli.settings_from_args(known)
+    else:  # the settings-schema CLI: flags stay text until the schema converts them
+        settings = cli.settings_from_flags(cli.flag_values(known, {}))
     assert settings.models[0].plugin_config.get("INFERENCE_NUM_THREADS") == 2
