@@ -10,4 +10,5 @@ ruff check .
 ruff format --check .
 mypy
 hadolint Dockerfile
+bash scripts/validate_deploy.sh
 python -m pytest -q "$@"
