@@ -76,11 +76,6 @@ def test_dockerfile_default_command_parses() -> None:
     assert str(parse("serve", cmd).config_path) == "/models/config.json"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="--plugin_config applies to --model_path only; with --config_path each graph.pbtxt's plugin_config "
-    "is used and the chart's derived INFERENCE_NUM_THREADS is ignored (server change needed)",
-)
 def test_chart_thread_count_reaches_models_served_from_config_json(tiny_llm: Path, tmp_path: Path) -> None:
     graph = (ROOT / "graphs" / "tiny-llm" / "graph.pbtxt").read_text()
     (tmp_path / "tiny-llm").mkdir()
