@@ -18,9 +18,9 @@ from pydantic import ValidationError
 
 from ovserve import export, keys
 from ovserve.api.auth import ApiKeys
+from ovserve.api.connection import TimedServer
 from ovserve.app import create_app, load_models
 from ovserve.config import ENV_PREFIX, ModelSettings, ServerSettings, flags, models_from_config
-from ovserve.connection import TimedServer
 from ovserve.errors import ServiceUnavailableError
 from ovserve.graph import GraphError
 from ovserve.memory import pin_malloc_thresholds
@@ -159,7 +159,7 @@ async def serve(settings: ServerSettings, api_keys: ApiKeys) -> int:
     models = await loop.run_in_executor(None, load_models, settings)
     app = create_app(settings, models, api_keys)
     # Two runners: app_runner owns the application's startup and cleanup; runner serves its
-    # handler over connections that drop slow clients (ovserve.connection).
+    # handler over connections that drop slow clients (ovserve.api.connection).
     # handler_cancellation: a client that disconnects cancels its handler, which cancels
     # the engine request (OVMS stops the generation handle the same way).
     app_runner = web.AppRunner(app, handler_cancellation=True)

@@ -344,7 +344,7 @@ class ServerSettings(BaseModel):
     )
     host: str = Field(default="0.0.0.0", description="address to bind (default: all interfaces)")
     max_request_mb: float = Field(default=16.0, gt=0, description="largest accepted request body (MB); 413 beyond")
-    # Slow-client limits (see ovserve.connection). Defaults: nginx's client_header_timeout is
+    # Slow-client limits (see ovserve.api.connection). Defaults: nginx's client_header_timeout is
     # 60 s and Node's headersTimeout 60 s, but a request head is a few hundred bytes, so 10 s is
     # generous; the body allows a 16 MB request over a slow (~1 MB/s) link; idle keep-alive as
     # between nginx (75 s) and uvicorn (5 s).

@@ -19,7 +19,7 @@ from ovserve.engine.spec import PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
 
 if TYPE_CHECKING:  # the engine process unpickles GenerationParams: it need not load the API models
-    from ovserve.api.protocol import SamplingRequest
+    from ovserve.protocol import SamplingRequest
 
 log = logging.getLogger(__name__)
 

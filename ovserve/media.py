@@ -53,9 +53,9 @@ import yarl
 from PIL import Image
 
 from ovserve import __version__
-from ovserve.api.protocol import ChatMessage, ImagePart
 from ovserve.config import ALL_MEDIA_DOMAINS, MediaSettings
 from ovserve.errors import MediaError, MediaFetchError, MediaNotAllowedError, MediaTooLargeError
+from ovserve.protocol import ChatMessage, ImagePart
 from ovserve.vision import ImageTarget
 
 log = logging.getLogger(__name__)

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ovserve.api.protocol import ChatMessage, ImagePart, TextPart
 from ovserve.errors import BadRequestError
+from ovserve.protocol import ChatMessage, ImagePart, TextPart
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ export HF_HUB_OFFLINE=1
 ruff check .
 ruff format --check .
 mypy
+lint-imports
 hadolint Dockerfile
 bash scripts/validate_deploy.sh
 python -m pytest -q "$@"

@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the generation endpoints, served at ``GET /openapi.json``.
 
 The request bodies are the JSON schemas of the very pydantic models the routes validate with
-(:mod:`ovserve.api.protocol`), so the document cannot drift from what the server accepts; it is what
+(:mod:`ovserve.protocol`), so the document cannot drift from what the server accepts; it is what
 schemathesis fuzzes against (``scripts/fuzz_api.py``). Two things pydantic's schema cannot know are
 added here:
 
@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from ovserve import __version__, keys
-from ovserve.api.protocol import MAX_STOP_SEQUENCES, ChatCompletionRequest, CompletionRequest
+from ovserve.protocol import MAX_STOP_SEQUENCES, ChatCompletionRequest, CompletionRequest
 
 _REF = "#/components/schemas/{model}"
 

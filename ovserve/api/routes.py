@@ -18,7 +18,6 @@ from ovserve.api.auth import is_authorized
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.openapi import openapi_json
-from ovserve.api.protocol import ChatCompletionRequest, CompletionRequest, SamplingRequest
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.errors import (
     AZURE,
@@ -29,6 +28,7 @@ from ovserve.errors import (
     UnsupportedMediaTypeError,
 )
 from ovserve.metrics import RequestRecorder
+from ovserve.protocol import ChatCompletionRequest, CompletionRequest, SamplingRequest
 from ovserve.service.response import Job
 
 log = logging.getLogger(__name__)

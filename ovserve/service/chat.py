@@ -13,10 +13,10 @@ from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ovserve.api.protocol import ChatCompletionRequest, ChatMessage, ToolDefinition
 from ovserve.engine.messages import EnginePrompt, VisionPrompt
 from ovserve.errors import BadRequestError, UnsupportedParameterError
 from ovserve.media import ImageRequest, MediaResolver
+from ovserve.protocol import ChatCompletionRequest, ChatMessage, ToolDefinition
 from ovserve.service.generation import ChoiceDelta
 from ovserve.service.guided import (
     GrammarSpec,

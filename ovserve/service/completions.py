@@ -11,9 +11,9 @@ from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ovserve.api.protocol import CompletionRequest
 from ovserve.engine.messages import EnginePrompt
 from ovserve.errors import BadRequestError, UnsupportedParameterError
+from ovserve.protocol import CompletionRequest
 from ovserve.service.generation import ChoiceDelta
 from ovserve.service.models import ModelRegistry
 from ovserve.service.output import ParsedDelta

@@ -25,7 +25,9 @@ from typing import Any
 
 from outlines_core.json_schema import build_regex_from_schema
 
-from ovserve.api.protocol import (
+from ovserve.errors import BadRequestError
+from ovserve.parsers.base import ToolCallFormat
+from ovserve.protocol import (
     ConstStringFormat,
     JSONObjectFormat,
     JSONSchemaFormat,
@@ -33,8 +35,6 @@ from ovserve.api.protocol import (
     ResponseFormat,
     ToolDefinition,
 )
-from ovserve.errors import BadRequestError
-from ovserve.parsers.base import ToolCallFormat
 
 # Engine grammar spec carried in GenerationParams.structured_output (plain data: it is pickled
 # to the engine process): {"regex": ...} for the whole output, or {"trigger", "begin", "regex",

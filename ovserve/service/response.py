@@ -18,12 +18,12 @@ from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ovserve.api.protocol import SamplingRequest
 from ovserve.engine.messages import EnginePrompt
 from ovserve.errors import ServiceUnavailableError
 from ovserve.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
 from ovserve.metrics import RequestRecorder
 from ovserve.parsers.base import ToolCall
+from ovserve.protocol import SamplingRequest
 from ovserve.service.admission import Ticket
 from ovserve.service.generation import ChoiceDelta, TokenCount, follow_choices, merge, usage
 from ovserve.service.models import ModelRegistry, ServedModel

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from ovserve.api.protocol import ChatCompletionRequest
 from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
 from ovserve.generation_config import (
     BUILTIN_DEFAULTS,
@@ -13,6 +12,7 @@ from ovserve.generation_config import (
     resolve_generation_params,
     resolve_max_new_tokens,
 )
+from ovserve.protocol import ChatCompletionRequest
 
 
 def request(**fields: object) -> ChatCompletionRequest:

@@ -14,10 +14,10 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from ovserve.api.protocol import ChatMessage
 from ovserve.config import MediaSettings
 from ovserve.errors import MediaError, MediaNotAllowedError, MediaTooLargeError
 from ovserve.media import MediaResolver, decode_image
+from ovserve.protocol import ChatMessage
 from ovserve.vision import FALLBACK_MAX_SIDE, PREPROCESSOR_FILE, VISION_ENCODER_FILE, ImageTarget, VisionModel
 from tests import images
 

@@ -14,8 +14,8 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from ovserve import keys
-from ovserve.api.protocol import ChatCompletionRequest, CompletionRequest
 from ovserve.api.routes import add_routes
+from ovserve.protocol import ChatCompletionRequest, CompletionRequest
 from ovserve.service.models import ModelRegistry
 
 PATHS = {"/v3/chat/completions": ChatCompletionRequest, "/v3/completions": CompletionRequest}

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from ovserve.api.field_policy import FIELD_RULES, Endpoint
-from ovserve.api.protocol import ChatCompletionRequest, CompletionRequest
+from ovserve.protocol import ChatCompletionRequest, CompletionRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "request-fields.md"

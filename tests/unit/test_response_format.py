@@ -8,9 +8,9 @@ from typing import Any
 import pydantic
 import pytest
 
-from ovserve.api.protocol import ChatCompletionRequest, ConstStringFormat, JSONSchemaFormat, RegexFormat
 from ovserve.api.routes import validation_error
 from ovserve.errors import BadRequestError
+from ovserve.protocol import ChatCompletionRequest, ConstStringFormat, JSONSchemaFormat, RegexFormat
 from ovserve.service.guided import response_format_grammar
 
 

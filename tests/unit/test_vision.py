@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ovserve.api.protocol import ChatMessage
 from ovserve.errors import BadRequestError
+from ovserve.protocol import ChatMessage
 from ovserve.vision import VISION_ENCODER_FILE, VisionModel, insert_image_tags
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:,"}}
