@@ -156,7 +156,16 @@ async def serve(settings: ServerSettings, api_keys: ApiKeys) -> int:
             "(--api_key, --api_key_file or OVSERVE_API_KEY)",
             settings.host,
         )
+    # Signals are ours from the start: a SIGTERM while the models load is a clean stop, not a kill.
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, api_keys.reload)
+    log.info("loading %d model(s)", len(settings.models))
     models = await loop.run_in_executor(None, load_models, settings)
+    if stop.is_set():
+        log.info("stopped while loading")
+        return 0
     app = create_app(settings, models, api_keys)
     # Two runners: app_runner owns the application's startup and cleanup; runner serves its
     # handler over connections that drop slow clients (ovserve.api.connection).
@@ -182,10 +191,6 @@ async def serve(settings: ServerSettings, api_keys: ApiKeys) -> int:
         )  # fmt: skip
     log.info("listening on http://%s:%d (POST /v3/chat/completions, GET /v3/models)", settings.host, settings.port)
 
-    stop = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, api_keys.reload)
     stopping = asyncio.create_task(stop.wait())
     pending: set[asyncio.Task] = {stopping, *app[keys.ENGINE_LOADS]}
     exit_code = 0

@@ -52,10 +52,11 @@ ENV_PREFIX: Final = "OVSERVE_"
 REPEATABLE: Final[dict[str, Any]] = {"repeatable": True}
 
 # OVMS graph defaults that differ from the flags' defaults, by setting name, applied under what a
-# graph sets. Empty: for every option ovserve implements, a graph that omits it gets the same
-# value as a command line that omits it (the schema's default). A graph-only default goes here,
-# never as a second default in the schema.
-GRAPH_DEFAULTS: Final[Mapping[str, Any]] = {}
+# graph sets. A graph-only default goes here, never as a second default in the schema.
+# enable_prefix_caching: the command line (and `ovserve export`) turn it on, as OVMS's CLI does,
+# because multi-turn chat resends the history every turn; a graph file keeps OVMS's
+# LLMCalculatorOptions semantics, where an omitted option means false.
+GRAPH_DEFAULTS: Final[Mapping[str, Any]] = {"enable_prefix_caching": False}
 
 _SETTINGS_CONFIG = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
 

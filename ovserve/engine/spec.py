@@ -34,7 +34,11 @@ class SchedulerSettings(BaseModel):
     dynamic_split_fuse: bool = Field(
         default=True, description="split long prompts across steps, batched with generating sequences"
     )
-    enable_prefix_caching: bool = Field(default=False, description="reuse the KV cache of prompts' common prefixes")
+    enable_prefix_caching: bool = Field(
+        default=True,
+        description="reuse the KV cache of prompts' common prefixes (chat clients resend their history every turn); "
+        "a graph that omits it: false, as in OVMS",
+    )
 
     @model_validator(mode="after")
     def _fits_the_scheduler(self) -> SchedulerSettings:

@@ -29,6 +29,15 @@ WEIGHT_FORMATS = ("fp32", "fp16", "int8", "int4")
 NPU_QUANTIZATION_PARAMS = "--sym --ratio 1.0 --group-size -1"
 
 
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -63,7 +72,15 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     text.add_argument("--overwrite_models", action="store_true", help="replace an existing model directory")
     text.add_argument("--pipeline_type", choices=PIPELINE_TYPES, help="written to the graph; AUTO when omitted")
     text.add_argument("--kv_cache_precision", choices=["u8"], help="KV cache precision (plugin_config)")
-    text.add_argument("--enable_prefix_caching", action="store_true")
+    text.add_argument(
+        "--enable_prefix_caching",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="{true,false}",
+        help="written to the graph (default true, as ovserve serve's flag; 'false' to turn it off)",
+    )
     text.add_argument("--disable_dynamic_split_fuse", dest="dynamic_split_fuse", action="store_false")
     text.add_argument("--max_num_batched_tokens", type=_non_negative_int)
     text.add_argument("--max_num_seqs", type=_non_negative_int, default=256)

@@ -273,7 +273,7 @@ def test_vlm_export_answers_about_the_image(
     assert (model / "graph.pbtxt").read_text() == ovms_graph(
         '          models_path: "./",\n'
         "          plugin_config: '{}',\n"
-        "          enable_prefix_caching: false,\n"
+        "          enable_prefix_caching:  true,\n"
         "          cache_size: 10,\n"
         "          max_num_seqs: 256,\n"
         '          device: "CPU",\n'

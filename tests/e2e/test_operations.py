@@ -220,6 +220,13 @@ def test_sigterm_mid_stream_finishes_streams_refuses_new_requests_and_exits_0(ti
     assert "drain: every request finished" in server.log()
 
 
+def test_sigterm_while_the_model_loads_is_a_clean_exit(tiny_llm: Path, tmp_path: Path) -> None:
+    server = start_server(tmp_path, tiny_llm, wait=False)
+    assert wait_for(lambda: "loading 1 model(s)" in server.log(), timeout=60)
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(timeout=60) == 0, server.log()
+
+
 def test_sigterm_past_the_drain_timeout_ends_streams_with_an_error_event(tiny_llm: Path, tmp_path: Path) -> None:
     server = start_server(tmp_path, tiny_llm, "--drain_timeout", "1")
     with httpx.stream(

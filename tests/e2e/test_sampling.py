@@ -124,13 +124,18 @@ def test_request_body_over_max_request_mb_is_a_413(configured_server: Server) ->
     assert too_big.json()["error"]["code"] == "payload_too_large"
 
 
-def test_cached_tokens_are_reported_only_when_known(server: Server, configured_server: Server) -> None:
-    # Prefix caching off: no prompt token can come from a cache.
-    assert chat(server).json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
-    # On: the engine does not say how many did, so the detail is left out rather than guessed.
+def test_cached_tokens_are_reported_only_when_known(server: Server, tiny_llm: Path, tmp_path: Path) -> None:
+    # On (the default): the engine does not say how many prompt tokens its cache served, so the
+    # detail is left out rather than guessed.
     for _ in range(2):
-        usage = chat(configured_server).json()["usage"]
+        usage = chat(server).json()["usage"]
         assert "prompt_tokens_details" not in usage and usage["prompt_tokens"] > 0
+    # Off: no prompt token can come from a cache.
+    uncached = start_server(tmp_path, tiny_llm, "--enable_prefix_caching", "false")
+    try:
+        assert chat(uncached).json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+    finally:
+        uncached.stop()
 
 
 def test_tools_are_rendered_into_the_prompt(server: Server) -> None:

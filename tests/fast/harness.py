@@ -82,7 +82,9 @@ def fast_model(
     settings = ModelSettings.model_construct(
         name=name, path=Path("/nonexistent/fast-model"), max_tokens_limit=max_tokens_limit
     )
-    spec = EngineSpec(name=name, model_path=settings.path, kind=kind, scheduler=SchedulerSettings())
+    # The scripted engine caches nothing: prefix caching off, so cached_tokens is known to be 0.
+    scheduler = SchedulerSettings(enable_prefix_caching=False)
+    spec = EngineSpec(name=name, model_path=settings.path, kind=kind, scheduler=scheduler)
     model = ServedModel(
         settings=settings,
         spec=spec,

@@ -26,7 +26,7 @@ def test_npu_target_means_int4_symmetric_channel_wise_and_an_npu_graph() -> None
         "          pipeline_type: LM,\n"
         '          models_path: "./",\n'
         """          plugin_config: '{"MAX_PROMPT_LEN": 1024, "CACHE_DIR": "/var/cache/ov"}',\n"""
-        "          enable_prefix_caching: false,\n"
+        "          enable_prefix_caching:  true,\n"
         "          cache_size: 10,\n"
         "          max_num_seqs: 4,\n"
         '          device: "NPU",\n'
@@ -46,7 +46,7 @@ def test_prompt_lookup_graph_and_cache_size_zero_kept() -> None:
     assert render_graph(lookup.graph) == ovms_graph(
         '          models_path: "./",\n'
         """          plugin_config: '{"KV_CACHE_PRECISION": "u8", "prompt_lookup": true}',\n"""
-        "          enable_prefix_caching: false,\n"
+        "          enable_prefix_caching:  true,\n"
         "          cache_size: 0,\n"
         "          max_num_batched_tokens: 1024,\n"
         "          dynamic_split_fuse: false, \n"
