@@ -16,7 +16,8 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from ovserve import export, keys
+from ovserve import export
+from ovserve.api import keys
 from ovserve.api.auth import ApiKeys
 from ovserve.api.connection import TimedServer
 from ovserve.app import create_app, load_models

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from ovserve import keys
+from ovserve.api import keys
 from ovserve.api.auth import ApiKeys, auth_middleware
 from ovserve.api.drain import Drain
 from ovserve.api.routes import add_routes, request_dialect

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ovserve.engine.messages import GenerationParams
 from ovserve.engine.spec import PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
 
@@ -93,39 +94,6 @@ class ModelDefaults:
         if raw.get("do_sample") is False:
             values["temperature"] = 0.0
         return cls(values)
-
-
-@dataclass(frozen=True)
-class GenerationParams:
-    """Fully resolved sampling settings of one request; every field was chosen by someone."""
-
-    max_new_tokens: int
-    temperature: float
-    top_p: float
-    top_k: int  # 0 means "no top-k filter"
-    min_p: float
-    repetition_penalty: float
-    presence_penalty: float
-    frequency_penalty: float
-    length_penalty: float
-    ignore_eos: bool
-    seed: int | None
-    stop: tuple[str, ...]
-    # Extra stop tokens from the request (the model's EOS ids are the engine's own).
-    stop_token_ids: tuple[int, ...]
-    # Whether a matched stop string or stop token stays in the text (OVMS: unary false, stream true).
-    include_stop: bool
-    n: int
-    best_of: int
-    logprobs: bool
-    skip_special_tokens: bool
-    num_assistant_tokens: int | None
-    assistant_confidence_threshold: float | None
-    max_ngram_size: int | None
-    # OVMS: best_of > 1 is the beam width; n > 1 at temperature 0 can only come from beams too.
-    beam_search: bool
-    # Guided generation ({"regex": ...}), set by the chat service from response_format / tools.
-    structured_output: dict[str, str] | None = None
 
 
 def resolve_max_new_tokens(

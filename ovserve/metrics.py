@@ -23,17 +23,71 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ovserve.engine.messages import EngineStats
 from ovserve.loop_lag import BUCKETS as LOOP_LAG_BUCKETS
 from ovserve.loop_lag import LoopLagMonitor
 
-if TYPE_CHECKING:
-    from ovserve.service.models import ServedModel
+
+class _EngineState(Protocol):
+    """What the collector reads of an engine client (``ovserve.engine.client.EngineClient``)."""
+
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def inflight(self) -> int: ...
+    @property
+    def restarts(self) -> int: ...
+    @property
+    def stalls(self) -> int: ...
+    @property
+    def last_report(self) -> EngineStats | None: ...
+    @property
+    def last_report_at(self) -> float | None: ...
+
+
+class _QueueState(Protocol):
+    """What the collector reads of a model's admission counts (``ovserve.service.admission``)."""
+
+    @property
+    def waiting(self) -> int: ...
+    @property
+    def running(self) -> int: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def rejected(self) -> int: ...
+
+
+class _DraftingState(Protocol):
+    @property
+    def requests(self) -> int: ...
+    @property
+    def accepted_tokens(self) -> int: ...
+    @property
+    def drafted_tokens(self) -> int: ...
+    @property
+    def verify_steps(self) -> int: ...
+
+
+class ServedModelView(Protocol):
+    """A served model as the metrics read it; ``ovserve.service.models.ServedModel`` is one.
+    (A protocol, not an import: the services record metrics, so metrics must not import them.)"""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def engine(self) -> _EngineState: ...
+    @property
+    def admission(self) -> _QueueState: ...
+    @property
+    def drafting(self) -> _DraftingState: ...
+
 
 # Latency buckets (seconds): from a fast decode step on a small model to a multi-minute answer.
 _TOKEN_BUCKETS = (0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5)
@@ -88,11 +142,11 @@ class ServerMetrics:
             ["model", "endpoint", "outcome", "status"],
             registry=self.registry,
         )
-        self._models: list[ServedModel] = []
+        self._models: list[ServedModelView] = []
         self._loop_lag: LoopLagMonitor | None = None
         self.registry.register(_ServerCollector(self))
 
-    def watch(self, models: Iterable[ServedModel], loop_lag: LoopLagMonitor) -> None:
+    def watch(self, models: Iterable[ServedModelView], loop_lag: LoopLagMonitor) -> None:
         self._models = list(models)
         self._loop_lag = loop_lag
 

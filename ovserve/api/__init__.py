@@ -1,1 +1,4 @@
-"""HTTP surface: request/response schemas, routes and the SSE writer."""
+"""HTTP only: routes, JSON bodies, SSE, API keys, drain, slow-client timeouts and the app keys.
+
+The request schemas live in ``ovserve.protocol``; nothing below this package imports it.
+"""

@@ -27,7 +27,8 @@ from aiohttp import web
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from ovserve import __version__, keys
+from ovserve import __version__
+from ovserve.api import keys
 from ovserve.protocol import MAX_STOP_SEQUENCES, ChatCompletionRequest, CompletionRequest
 
 _REF = "#/components/schemas/{model}"

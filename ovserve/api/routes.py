@@ -13,7 +13,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 
-from ovserve import keys
+from ovserve.api import keys
 from ovserve.api.auth import is_authorized
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.json_body import parse_json_object

@@ -33,6 +33,7 @@ from ovserve.engine.messages import (
     EngineStats,
     Event,
     Fatal,
+    GenerationParams,
     Heartbeat,
     Ready,
     RequestEnded,
@@ -43,7 +44,6 @@ from ovserve.engine.messages import (
 )
 from ovserve.engine.spec import EngineSpec
 from ovserve.errors import BadRequestError, EngineError, OvserveError, ServiceUnavailableError
-from ovserve.generation_config import GenerationParams
 
 log = logging.getLogger(__name__)
 

@@ -38,6 +38,7 @@ from ovserve.engine.messages import (
     EngineStats,
     Event,
     Fatal,
+    GenerationParams,
     Heartbeat,
     Ready,
     RequestEnded,
@@ -49,7 +50,6 @@ from ovserve.engine.messages import (
     VisionPrompt,
 )
 from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, SchedulerSettings
-from ovserve.generation_config import GenerationParams
 from ovserve.memory import pin_malloc_thresholds
 
 log = logging.getLogger("ovserve.engine")

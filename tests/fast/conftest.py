@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ovserve import keys
+from ovserve.api import keys
 from ovserve.app import create_app
 from ovserve.config import ServerSettings
 from ovserve.service.models import ModelRegistry

@@ -13,7 +13,7 @@ from openapi_spec_validator import validate
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from ovserve import keys
+from ovserve.api import keys
 from ovserve.api.routes import add_routes
 from ovserve.protocol import ChatCompletionRequest, CompletionRequest
 from ovserve.service.models import ModelRegistry
