@@ -114,9 +114,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def run_workload(
-    workload: Workload, args: argparse.Namespace, model_dir: Path, context: Context, log: list[str]
-) -> list[Result]:
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run_workload(workload: Workload, args: argparse.Namespace, model_dir: Path, context: Context) -> list[Result]:
     results = []
     levels = workload.levels(args.options)
     for variant, variant_args in args.variants:
@@ -127,16 +129,15 @@ def run_workload(
             for level in levels:
                 started = time.perf_counter()
                 raw[level] = workload.run_raw(context, spec, level)
-                log.append(f"{workload.name} {variant} {level}: raw in {time.perf_counter() - started:.1f} s")
+                progress(f"{workload.name} {variant} {level}: raw in {time.perf_counter() - started:.1f} s")
         served = {}
         with running_server(model_dir, args.port, server_args) as url:
             for level in levels:
                 started = time.perf_counter()
                 served[level] = asyncio.run(workload.run_server(context, url, level))
-                log.append(f"{workload.name} {variant} {level}: server in {time.perf_counter() - started:.1f} s")
+                progress(f"{workload.name} {variant} {level}: server in {time.perf_counter() - started:.1f} s")
         for level in levels:
             results.append(Result.of(workload, variant, server_args, level, raw.get(level), served[level]))
-        print(log[-1], file=sys.stderr, flush=True)
     return results
 
 
@@ -156,12 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     print(f"model {model_dir}; {machine['cpu']}, {machine['usable_cpus']} CPUs; openvino {machine['openvino']}; "
           f"commit {machine['git_commit']}")  # fmt: skip
-    log: list[str] = []
     results: list[Result] = []
     tables = []
     for name in names:
         workload = WORKLOADS[name]()
-        workload_results = run_workload(workload, args, vlm_dir if workload.vlm else model_dir, context, log)
+        workload_results = run_workload(workload, args, vlm_dir if workload.vlm else model_dir, context)
         results += workload_results
         tables.append(workload_table(workload, workload_results))
     probe = None

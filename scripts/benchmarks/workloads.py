@@ -160,10 +160,10 @@ class Uniform(Workload):
         ]  # fmt: skip
 
     def run_raw(self, context: Context, spec: EngineSpec, level: int) -> Figures:
-        requests = self.requests(context, level)
+        requests = [(context.prompts.ids(m), n, tag) for m, n, tag in self.requests(context, level)]
         driver = _raw_driver(context, spec)
         start = time.perf_counter()
-        traces = [driver.submit(tag, context.prompts.ids(m), n) for m, n, tag in requests]
+        traces = [driver.submit(tag, ids, n) for ids, n, tag in requests]
         for trace in traces:  # time from when all were added, as the server's are sent at once
             trace.start = start
         driver.run()
@@ -422,9 +422,9 @@ class Vlm(_LateRequest):
         ("late_ttft_ms", "image request TTFT ms"),
     )
     raw_note = (
-        "server only: the raw VLM pipeline takes a prompt string with the image tag placed where the server's "
-        "vision code puts it, and images as tensors it decodes; repeating that here would benchmark a copy of "
-        "the server's own code rather than the bare engine"
+        "the VLM pipeline's add_request takes a prompt string and image tensors, not token ids: a raw run would "
+        "have to repeat the server's image decoding and image-tag placement (ovserve/media.py, ovserve/vision.py), "
+        "measuring a copy of the server's own code rather than the bare engine"
     )
     warm_tokens = 16
     stream_max_tokens = 512  # the tiny VLM's context is 2048 tokens
