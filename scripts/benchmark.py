@@ -122,7 +122,7 @@ def run_workload(workload: Workload, args: argparse.Namespace, model_dir: Path, 
     results = []
     levels = workload.levels(args.options)
     for variant, variant_args in args.variants:
-        server_args = f"{args.server_args} {variant_args}".strip()
+        server_args = " ".join(a for a in (workload.server_args, args.server_args, variant_args) if a)
         raw: dict[int, dict] = {}
         if workload.raw_note is None and not args.no_raw:
             spec = engine_spec(model_dir, server_args)

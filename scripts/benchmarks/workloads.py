@@ -101,6 +101,7 @@ class Workload:
     columns: ClassVar[tuple[tuple[str, str], ...]]  # (figure key, column label)
     raw_note: ClassVar[str | None] = None  # why there is no raw run, if there is none
     vlm: ClassVar[bool] = False
+    server_args: ClassVar[str] = ""  # flags this workload needs, before --server_args and the variant's
 
     def levels(self, options: Options) -> list[int]:
         raise NotImplementedError
@@ -177,6 +178,8 @@ class Uniform(Workload):
 class ManyStreams(Uniform):
     name = "many-streams"
     description = "uniform at 64 and 128 concurrent streams"
+    # All are sent at once: beyond --max_queued_requests (64) requests without a first token get a 429.
+    server_args = "--max_queued_requests 512"
 
     def levels(self, options: Options) -> list[int]:
         return options.many_streams
