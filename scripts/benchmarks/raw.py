@@ -78,7 +78,11 @@ class RawDriver:
                         item.on_done(item.trace, item.ids)
             if until is not None and until():
                 for item in self._running:
-                    item.handle.stop()
+                    item.handle.cancel()
+                # The scheduler frees a stopped request's KV blocks in a later step; without these
+                # steps, destroying the pipeline logs "BlockManager leaked sequence block tables".
+                for _ in range(2):
+                    self.pipe.step()
                 self._running.clear()
                 return
 
