@@ -44,7 +44,7 @@ def test_variant_flags_reach_the_raw_pipelines_scheduler_and_plugin_config(tmp_p
     assert spec.scheduler.enable_prefix_caching is True
     assert spec.scheduler.max_num_batched_tokens == 512
     assert spec.plugin_config == {"INFERENCE_NUM_THREADS": 2}
-    assert engine_spec(_model_dir(tmp_path), "").scheduler.enable_prefix_caching is False
+    assert engine_spec(_model_dir(tmp_path), "--enable_prefix_caching false").scheduler.enable_prefix_caching is False
 
 
 def test_compare_pairs_this_run_with_the_same_workload_variant_and_level(tmp_path: Path) -> None:
