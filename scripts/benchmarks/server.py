@@ -1,0 +1,140 @@
+"""``ovserve serve`` in a child process, and the streaming client the workloads share."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ovserve.loop_lag import BUCKETS
+
+from .measure import Trace
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_NAME = "bench"
+
+
+def serve_command(model_dir: Path, port: int, server_args: str) -> list[str]:
+    return [
+        sys.executable, "-m", "ovserve", "serve", "--model_path", str(model_dir), "--model_name", MODEL_NAME,
+        "--host", "127.0.0.1", "--port", str(port), "--log_level", "WARNING", *shlex.split(server_args),
+    ]  # fmt: skip
+
+
+def start_server(model_dir: Path, port: int, server_args: str = "", checkout: Path = ROOT) -> subprocess.Popen[bytes]:
+    """``ovserve serve`` from ``checkout`` (this one, or another commit's for an A/B run), once ready."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    process = subprocess.Popen(serve_command(model_dir, port, server_args), cwd=checkout, env=env)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode} (server args: {server_args!r})")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=2) as response:
+                if response.status == 200:
+                    return process
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("the server did not become ready")
+
+
+@contextmanager
+def running_server(model_dir: Path, port: int, server_args: str = "", checkout: Path = ROOT) -> Iterator[str]:
+    """The server's base URL while it runs; stopped (SIGTERM, then waited for) afterwards."""
+    process = start_server(model_dir, port, server_args, checkout)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def client_session() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=900))
+
+
+async def stream_chat(
+    session: aiohttp.ClientSession,
+    url: str,
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    trace: Trace,
+    progress: Callable[[Trace], None] | None = None,
+) -> Trace:
+    """One greedy streaming chat request with ``ignore_eos``; fills ``trace`` as chunks arrive
+    (and calls ``progress`` after each)."""
+    body = {
+        "model": MODEL_NAME,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    trace.start = time.perf_counter()
+    parts: list[str] = []
+    async with session.post(f"{url}/v3/chat/completions", json=body) as response:
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {(await response.text())[:500]}")
+        async for raw_line in response.content:
+            line = raw_line.strip()
+            if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            usage = chunk.get("usage")
+            if usage:
+                trace.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            if not chunk["choices"]:
+                continue
+            content = chunk["choices"][0]["delta"].get("content")
+            if content:
+                parts.append(content)
+                trace.add(time.perf_counter(), 1)
+                if progress is not None:
+                    progress(trace)
+    trace.end = time.perf_counter()
+    trace.text = "".join(parts)
+    return trace
+
+
+async def warm_up(session: aiohttp.ClientSession, url: str) -> None:
+    """One short request no measured request shares a prefix with: the first traffic is never concurrent."""
+    messages = [{"role": "user", "content": "warm up the engine before the measured requests"}]
+    await stream_chat(session, url, messages, 8, Trace("warm-up", 0.0))
+
+
+async def loop_lag_histogram(session: aiohttp.ClientSession, url: str) -> list[int]:
+    async with session.get(f"{url}/metrics") as response:
+        text = await response.text()
+    return [
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("ovserve_event_loop_lag_seconds_bucket")
+    ]
+
+
+def loop_lag_p99_ms(before: list[int], after: list[int]) -> float | None:
+    """The upper bound (ms) of the bucket holding the p99 event-loop lag between two scrapes."""
+    diff = [a - b for a, b in zip(after, before, strict=True)]
+    if not diff or diff[-1] == 0:
+        return None
+    for bound, cumulative in zip((*BUCKETS, float("inf")), diff, strict=True):
+        if cumulative >= 0.99 * diff[-1]:
+            return bound * 1000
+    return None
