@@ -162,6 +162,10 @@ async def _generate(
     except OvserveError as exc:
         recorder.finished(exc.error_type, exc.status)
         raise
+    except asyncio.CancelledError:
+        # The client went away before a unary answer (aiohttp cancels the handler); 499 as nginx logs it.
+        recorder.finished("disconnected", 499)
+        raise
     finally:
         if job is not None:
             job.release()
@@ -179,7 +183,7 @@ async def _stream(
     deadline: float | None,
 ) -> web.StreamResponse:
     writer = SSEWriter(request)
-    outcome = "stop"
+    outcome = "disconnected"  # unless the stream ends, or fails, below
     # aclosing: however the loop ends, the generator's cleanup (cancelling the engine request)
     # runs now, not whenever the abandoned generator is garbage-collected.
     async with contextlib.aclosing(chunks):
@@ -203,7 +207,6 @@ async def _stream(
             # A write found the connection gone before aiohttp cancelled this handler. An
             # ordinary event: one line, no traceback (aiohttp would log one for an escaping error).
             log.info("stream %s: the client disconnected", job.id)
-            outcome = "disconnected"
         finally:
             recorder.finished(outcome, 200)
     return writer.response

@@ -7,6 +7,8 @@ import socket
 import struct
 import time
 
+import httpx
+
 from tests.conftest import Server
 
 
@@ -47,3 +49,16 @@ def test_disconnects_are_logged_as_one_line_without_traceback(server: Server) ->
     disconnects = [line for line in new_lines if "client disconnected" in line]
     assert len(disconnects) == 4, new_lines
     assert all(" INFO " in line for line in disconnects)
+    # Each counted once in /metrics, as a disconnect (unary: 499, the stream's status was 200).
+    metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+    counts = {
+        status: sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in metrics.splitlines()
+            if line.startswith("ovserve_requests_total{")
+            and 'outcome="disconnected"' in line
+            and f'status="{status}"' in line
+        )
+        for status in ("499", "200")
+    }
+    assert counts["499"] >= 2 and counts["200"] >= 2, counts
