@@ -1,7 +1,7 @@
 """Measures how late the event loop wakes up: the cost every request pays for blocking work.
 
-A task sleeps for a fixed interval and records the overshoot into a cumulative histogram that
-``/metrics`` exposes (Prometheus histogram), so operators and the benchmark can diff it.
+A task sleeps for a fixed interval and records the overshoot into bucket counts that
+``ovserve.metrics`` exports as a Prometheus histogram, so operators and the benchmark can diff it.
 """
 
 from __future__ import annotations
@@ -31,17 +31,3 @@ class LoopLagMonitor:
             before = loop.time()
             await asyncio.sleep(self.interval)
             self.record(max(0.0, loop.time() - before - self.interval))
-
-    def prometheus(self, name: str = "ovserve_event_loop_lag_seconds") -> list[str]:
-        lines = [
-            f"# HELP {name} How late the event loop woke from a {self.interval * 1000:.0f} ms sleep.",
-            f"# TYPE {name} histogram",
-        ]
-        cumulative = 0
-        for bound, count in zip(BUCKETS, self.counts, strict=False):
-            cumulative += count
-            lines.append(f'{name}_bucket{{le="{bound}"}} {cumulative}')
-        lines.append(f'{name}_bucket{{le="+Inf"}} {self.samples}')
-        lines.append(f"{name}_sum {self.total:.6f}")
-        lines.append(f"{name}_count {self.samples}")
-        return lines

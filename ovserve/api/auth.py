@@ -134,9 +134,12 @@ def auth_middleware(keys: ApiKeys, *, metrics_public: bool) -> Middleware:
         model_probe = path.startswith("/v2/models/") and path.endswith("/ready")
         if path in OPEN_PATHS or model_probe or (metrics_public and path == "/metrics"):
             return await handler(request)
-        if is_authorized(request, keys):
+        if not keys.enabled:
             return await handler(request)
-        if presented_key(request) is None:
+        presented = presented_key(request)
+        if keys.accepts(presented):
+            return await handler(request)
+        if presented is None:
             raise AuthenticationError(
                 "no API key: send 'Authorization: Bearer <key>' (or Azure's 'api-key' header)", code="missing_api_key"
             )

@@ -322,9 +322,13 @@ class EngineClient:
     def inflight(self) -> int:
         return len(self._streams)
 
+    def not_ready_error(self) -> ServiceUnavailableError:
+        """The 503 for a request to this model while it loads, restarts or stops."""
+        return ServiceUnavailableError(f"model '{self.spec.name}' is {self.state.value}; retry shortly")
+
     def _send(self, command: Command) -> None:
         if not self.ready or self._conn is None:
-            raise ServiceUnavailableError(f"model '{self.spec.name}' is {self.state.value}; retry shortly")
+            raise self.not_ready_error()
         self._outbox.put(command)
 
     async def generate(self, prompt: EnginePrompt, params: GenerationParams) -> AsyncGenerator[SequenceOutput, None]:

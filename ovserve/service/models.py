@@ -98,27 +98,31 @@ class ServedModel:
     def max_tokens_limit(self) -> int | None:
         return self.settings.max_tokens_limit
 
-    def check_prompt_length(self, prompt_tokens: int, *, param: str) -> None:
-        """Without dynamic split-fuse the engine must take a prompt in one step; a longer prompt
-        makes ``step()`` raise, so it is the client's 400 before it reaches the engine."""
+    @property
+    def step_token_limit(self) -> int | None:
+        """Without dynamic split-fuse the engine must take a prompt in one step (a longer one makes
+        ``step()`` raise): the most prompt tokens a step holds; None when prompts may span steps."""
         scheduler = self.spec.scheduler
-        split_off = self.kind.continuous_batching and not scheduler.dynamic_split_fuse
-        if split_off and prompt_tokens > scheduler.max_num_batched_tokens:
+        if self.kind.continuous_batching and not scheduler.dynamic_split_fuse:
+            return scheduler.max_num_batched_tokens
+        return None
+
+    def check_prompt_length(self, prompt_tokens: int, *, param: str) -> None:
+        """A prompt longer than a step (see :attr:`step_token_limit`) is the client's 400."""
+        step = self.step_token_limit
+        if step is not None and prompt_tokens > step:
             raise ContextLengthExceededError(
                 f"the prompt has {prompt_tokens} tokens but model '{self.name}' takes at most "
-                f"{scheduler.max_num_batched_tokens} per step (max_num_batched_tokens, dynamic_split_fuse off)",
+                f"{step} per step (max_num_batched_tokens, dynamic_split_fuse off)",
                 param=param,
             )
 
     @property
     def prompt_token_limit(self) -> int:
         """The most prompt tokens a request may have: room for one generated token in the context,
-        and (without dynamic split-fuse) one engine step."""
-        limit = self.context_length - 1
-        scheduler = self.spec.scheduler
-        if self.kind.continuous_batching and not scheduler.dynamic_split_fuse:
-            limit = min(limit, scheduler.max_num_batched_tokens)
-        return limit
+        and at most one engine step's worth when prompts cannot span steps."""
+        step = self.step_token_limit
+        return self.context_length - 1 if step is None else min(self.context_length - 1, step)
 
     @property
     def best_of_limit(self) -> int:

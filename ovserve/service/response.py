@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from ovserve.engine.messages import EnginePrompt
-from ovserve.errors import ServiceUnavailableError
 from ovserve.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
 from ovserve.metrics import RequestRecorder
 from ovserve.parsers.base import ToolCall
@@ -37,7 +36,7 @@ def ready_model(models: ModelRegistry, name: str) -> ServedModel:
     """The served model ``name``, or a 404 (unknown) / 503 (loading, restarting)."""
     model = models.get(name)
     if not model.engine.ready:
-        raise ServiceUnavailableError(f"model '{model.name}' is {model.engine.state.value}; retry shortly")
+        raise model.engine.not_ready_error()
     return model
 
 

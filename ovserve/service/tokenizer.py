@@ -71,7 +71,7 @@ class PromptTokenizer:
 
     def _encode_ids(self, text: str, add_special_tokens: bool) -> list[int]:
         tokens = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
-        return [int(token) for token in tokens.input_ids.data[0].tolist()]
+        return list(tokens.input_ids.data[0].tolist())  # tolist() already gives Python ints
 
     def _count(self, text: str, add_special_tokens: bool) -> int:
         tokens = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
