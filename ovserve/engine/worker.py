@@ -23,12 +23,14 @@ import queue
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
+from ovserve.engine.detokenizer import DecodeBatch, IncrementalDetokenizer, decode_now
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
@@ -53,47 +55,6 @@ from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, Scheduler
 from ovserve.memory import pin_malloc_thresholds
 
 log = logging.getLogger("ovserve.engine")
-
-
-class IncrementalDetokenizer:
-    """Turns a growing list of token ids into text deltas that never split a UTF-8 character.
-
-    Decodes a short window (vLLM's prefix/read offsets) instead of the whole sequence each
-    time; :meth:`flush` reconciles with a full decode so joined deltas equal ``decode(all)``.
-    """
-
-    def __init__(self, tokenizer: Any, skip_special_tokens: bool) -> None:
-        self._tokenizer = tokenizer
-        self._skip = skip_special_tokens
-        self.ids: list[int] = []
-        self._prefix_offset = 0
-        self._read_offset = 0
-        self.emitted = ""
-
-    def _decode(self, ids: list[int]) -> str:
-        return str(self._tokenizer.decode(ids, skip_special_tokens=self._skip))
-
-    def push(self, new_ids: list[int]) -> str:
-        self.ids.extend(new_ids)
-        prefix_text = self._decode(self.ids[self._prefix_offset : self._read_offset])
-        full_text = self._decode(self.ids[self._prefix_offset :])
-        if len(full_text) <= len(prefix_text) or full_text.endswith("\ufffd"):
-            return ""  # an incomplete UTF-8 sequence: wait for the next token
-        delta = full_text[len(prefix_text) :]
-        self._prefix_offset = self._read_offset
-        self._read_offset = len(self.ids)
-        self.emitted += delta
-        return delta
-
-    def flush(self) -> str:
-        final = self._decode(self.ids)
-        if final.startswith(self.emitted):
-            delta = final[len(self.emitted) :]
-        else:  # the window decode diverged (tokenizer-specific spacing): never resend text
-            log.debug("incremental decode diverged from full decode; dropping the tail")
-            delta = ""
-        self.emitted += delta
-        return delta
 
 
 @dataclass
@@ -394,8 +355,13 @@ class EngineLoop(_LoopBase):
                 del self._releasing[request_id]
             else:
                 self._releasing[request_id] = (handle, steps_left - 1)
+        # Outputs are placed in step order; their text is filled in by one batched decode.
+        outputs: list[Event | None] = []
+        batch = DecodeBatch(self._tokenizer)
         for request_id, active in list(self._active.items()):
-            self._drain(request_id, active, events)
+            self._drain(request_id, active, outputs, batch)
+        batch.run()
+        events.extend(event for event in outputs if event is not None)
 
     def _fail_after_step_error(self, exc: Exception, events: list[Event]) -> None:
         suspects = self._added_since_step or list(self._active)
@@ -409,29 +375,56 @@ class EngineLoop(_LoopBase):
             events.append(RequestEnded(request_id, EngineErrorKind.ENGINE, _FAILED))
         self._added_since_step.clear()
 
-    def _drain(self, request_id: int, active: _Active, events: list[Event]) -> None:
+    def _drain(self, request_id: int, active: _Active, outputs: list[Event | None], batch: DecodeBatch) -> None:
         handle = active.handle
         status = handle.get_status().name
         while handle.can_read():
             # Sorted: choice numbers follow the engine's sequence order, not dict order.
             for seq_index, output in sorted(handle.read().items()):
-                self._emit(request_id, active, seq_index, output, events)
+                self._emit(request_id, active, seq_index, output, outputs, batch)
         if status == "RUNNING":
             return
         del self._active[request_id]
         self._releasing[request_id] = (handle, _STEPS_TO_FREE)
         if status == "IGNORED":
-            events.append(RequestEnded(request_id, EngineErrorKind.IGNORED, _IGNORED))
+            outputs.append(RequestEnded(request_id, EngineErrorKind.IGNORED, _IGNORED))
             return
         if active.params.beam_search:
-            self._emit_best_beams(request_id, active, events)
+            self._emit_best_beams(request_id, active, outputs, batch)
         # Close every sequence that the final read did not finish explicitly.
         for seq_index, decoder in active.decoders.items():
             if seq_index not in active.finished_seqs:
-                events.append(SequenceOutput(request_id, seq_index, decoder.flush(), 0, None, "stop"))
-        events.append(RequestEnded(request_id))
+                batch.add(decoder, [], True, self._placer(outputs, request_id, seq_index, 0, None, "stop"))
+        outputs.append(RequestEnded(request_id))
 
-    def _emit(self, request_id: int, active: _Active, seq_id: int, output: Any, events: list[Event]) -> None:
+    @staticmethod
+    def _placer(
+        outputs: list[Event | None],
+        request_id: int,
+        index: int,
+        token_count: int,
+        logprobs: list[TokenLogprob] | None,
+        finish: str | None,
+    ) -> Callable[[str], None]:
+        """Reserves the output's place in step order; the callback fills it once its text is decoded."""
+        slot = len(outputs)
+        outputs.append(None)
+
+        def place(text: str) -> None:
+            if text or token_count or finish is not None:
+                outputs[slot] = SequenceOutput(request_id, index, text, token_count, logprobs, finish)
+
+        return place
+
+    def _emit(
+        self,
+        request_id: int,
+        active: _Active,
+        seq_id: int,
+        output: Any,
+        outputs: list[Event | None],
+        batch: DecodeBatch,
+    ) -> None:
         new_ids = list(output.generated_ids)
         log_probs = [float(lp) for lp in output.generated_log_probs] if active.params.logprobs else []
         finish = _FINISH_REASONS.get(output.finish_reason.name)
@@ -442,13 +435,16 @@ class EngineLoop(_LoopBase):
             beam.score = float(output.score)
             beam.finish = finish or beam.finish
             return
-        self._emit_tokens(request_id, active, active.choice(seq_id), new_ids, log_probs, finish, events)
+        self._emit_tokens(request_id, active, active.choice(seq_id), new_ids, log_probs, finish, outputs, batch)
 
-    def _emit_best_beams(self, request_id: int, active: _Active, events: list[Event]) -> None:
+    def _emit_best_beams(
+        self, request_id: int, active: _Active, outputs: list[Event | None], batch: DecodeBatch
+    ) -> None:
         # The engine returns every beam at the end (num_beams of them, not num_return_sequences).
         ranked = sorted(active.beams.values(), key=lambda beam: beam.score, reverse=True)
         for index, beam in enumerate(ranked[: active.params.n]):
-            self._emit_tokens(request_id, active, index, beam.ids, beam.log_probs, beam.finish or "stop", events)
+            finish = beam.finish or "stop"
+            self._emit_tokens(request_id, active, index, beam.ids, beam.log_probs, finish, outputs, batch)
 
     def _emit_tokens(
         self,
@@ -458,7 +454,8 @@ class EngineLoop(_LoopBase):
         new_ids: list[int],
         log_probs: list[float],
         finish: str | None,
-        events: list[Event],
+        outputs: list[Event | None],
+        batch: DecodeBatch,
     ) -> None:
         params = active.params
         token_count = len(new_ids)
@@ -469,10 +466,8 @@ class EngineLoop(_LoopBase):
             log_probs = log_probs[: len(new_ids)]
         decoder = active.decoders.get(index)
         if decoder is None:
-            decoder = active.decoders[index] = IncrementalDetokenizer(self._tokenizer, params.skip_special_tokens)
-        text = decoder.push(new_ids) if new_ids else ""
+            decoder = active.decoders[index] = IncrementalDetokenizer(params.skip_special_tokens)
         if finish is not None:
-            text += decoder.flush()
             active.finished_seqs.add(index)
         logprobs: list[TokenLogprob] | None = None
         if params.logprobs:
@@ -480,8 +475,10 @@ class EngineLoop(_LoopBase):
                 (token_id, self._tokenizer.decode([token_id], skip_special_tokens=False), lp)
                 for token_id, lp in zip(new_ids, log_probs, strict=False)
             ]
-        if text or token_count or finish is not None:
-            events.append(SequenceOutput(request_id, index, text, token_count, logprobs, finish))
+        if not new_ids and finish is None:
+            return  # nothing generated, nothing ended (a trimmed stop token always ends its sequence)
+        place = self._placer(outputs, request_id, index, token_count, logprobs, finish)
+        batch.add(decoder, new_ids, finish is not None, place)
 
 
 class StatefulEngineLoop(_LoopBase):
@@ -556,7 +553,8 @@ class StatefulEngineLoop(_LoopBase):
 
         request_id, params = add.request_id, add.params
         assert not isinstance(add.prompt, VisionPrompt), "a VLM is never served by the stateful pipeline"
-        decoder = IncrementalDetokenizer(self._tokenizer, params.skip_special_tokens)
+        decoder = IncrementalDetokenizer(params.skip_special_tokens)
+        tokenizer = self._tokenizer
         generated = 0
         outer = self
 
@@ -566,7 +564,8 @@ class StatefulEngineLoop(_LoopBase):
                 ids = [token] if isinstance(token, int) else list(token)
                 generated += len(ids)
                 if ids:
-                    outer._send([SequenceOutput(request_id, 0, decoder.push(ids), len(ids), None, None)])
+                    text = decode_now(tokenizer, decoder, ids)
+                    outer._send([SequenceOutput(request_id, 0, text, len(ids), None, None)])
                 if request_id in outer._cancelled:
                     return ov_genai.StreamingStatus.CANCEL
                 return ov_genai.StreamingStatus.RUNNING
@@ -591,7 +590,8 @@ class StatefulEngineLoop(_LoopBase):
             self._send([RequestEnded(request_id)])
             return
         finish = "length" if generated >= params.max_new_tokens else "stop"
-        self._send([SequenceOutput(request_id, 0, decoder.flush(), 0, None, finish), RequestEnded(request_id)])
+        rest = decode_now(self._tokenizer, decoder, [], ends=True)
+        self._send([SequenceOutput(request_id, 0, rest, 0, None, finish), RequestEnded(request_id)])
 
 
 def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> None:
