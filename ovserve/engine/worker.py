@@ -1,9 +1,12 @@
 """The engine process: owns one ContinuousBatchingPipeline and the loop that drives it.
 
-Why a process: ``step()`` holds the GIL for the whole step, so an in-process engine stalls the
+Why a process: ``step()`` holds the GIL for much of a step, so an in-process engine stalls the
 server's event loop by up to a step. Here, one thread (this process's main thread) adds
 requests, calls ``step()``, drains handles and cancels; a reader thread only moves commands from
-the pipe into a queue. Text is detokenized here, so the server process only relays strings.
+the pipe into a queue; a VLM request's ``add_request`` (which runs the vision encoder) runs on an
+admission thread, its handle handed back through the same queue, so running streams keep
+stepping meanwhile. Text is detokenized here, one batched call per step, so the server process
+only relays strings.
 
 Engine traps this loop is built around (see shared/feasibility.md):
 - ``handle.read()`` with nothing pending blocks holding the GIL: read only after ``can_read()``.
@@ -17,6 +20,7 @@ Engine traps this loop is built around (see shared/feasibility.md):
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import queue
@@ -51,7 +55,7 @@ from ovserve.engine.messages import (
     TokenLogprob,
     VisionPrompt,
 )
-from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, SchedulerSettings
+from ovserve.engine.spec import SLOW_ADMISSION_S, EngineFault, EngineSpec, PipelineKind, SchedulerSettings
 from ovserve.memory import pin_malloc_thresholds
 
 log = logging.getLogger("ovserve.engine")
@@ -206,6 +210,15 @@ def build_pipeline(spec: EngineSpec) -> Any:
     )
 
 
+@dataclass(slots=True)
+class _Admitted:
+    """A VLM request whose ``add_request`` ran on the admission thread (engine-internal, never on the wire)."""
+
+    request_id: int
+    params: GenerationParams
+    future: concurrent.futures.Future[Any]
+
+
 class _LoopBase:
     """What both engine loops share: the pipe, the command queue its reader thread fills, sending."""
 
@@ -213,7 +226,7 @@ class _LoopBase:
         self._pipe = pipe
         self._tokenizer = pipe.get_tokenizer()
         self._conn = conn
-        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self._commands: queue.SimpleQueue[Command | _Admitted] = queue.SimpleQueue()
         self._send_lock = threading.Lock()
         self._running = True
 
@@ -255,6 +268,11 @@ class EngineLoop(_LoopBase):
         self._fault = fault
         self._fail_next_step = False
         self._stall_next_step = False
+        # VLM requests whose add_request (the vision encoder runs inside it) is on the admission
+        # thread, and those of them cancelled meanwhile.
+        self._admitting: set[int] = set()
+        self._cancelled_while_admitting: set[int] = set()
+        self._admission: concurrent.futures.ThreadPoolExecutor | None = None
 
     def run(self) -> None:
         import openvino as ov
@@ -289,6 +307,8 @@ class EngineLoop(_LoopBase):
                     self._cancel(request_id, events)
                 case StatsRequest(token):
                     events.append(StatsReply(token, self._stats()))
+                case _Admitted():
+                    self._on_admitted(command, events)
                 case Shutdown():
                     self._running = False
                     return
@@ -297,18 +317,60 @@ class EngineLoop(_LoopBase):
         try:
             cfg = build_generation_config(self._pipe, params)
             if isinstance(prompt, VisionPrompt):
-                # A VLM pipeline takes text, never token ids (text-only requests included);
-                # add_request runs the vision encoder at once, so the arrays are not kept.
+                # A VLM pipeline takes text, never token ids (text-only requests included).
+                # add_request runs the vision encoder before it returns: on this thread every
+                # running stream would wait for it, so it runs on the admission thread while
+                # this one keeps stepping (the pipeline takes add_request from other threads,
+                # as OVMS calls it). The image arrays are not kept once it returns.
                 images = [self._ov.Tensor(image[np.newaxis]) for image in prompt.images]
-                handle = self._pipe.add_request(request_id, prompt.text, images, cfg)
-            else:
-                input_ids = self._ov.Tensor(np.array([prompt], dtype=np.int64))
-                handle = self._pipe.add_request(request_id, input_ids, cfg)
+                delay = 0.0
+                if self._fault is not None and params.max_new_tokens == self._fault.slow_admission_on_max_new_tokens:
+                    delay = SLOW_ADMISSION_S
+                future = self._admission_thread().submit(self._admit, request_id, prompt.text, images, cfg, delay)
+                self._admitting.add(request_id)
+                future.add_done_callback(lambda done: self._commands.put(_Admitted(request_id, params, done)))
+                return
+            input_ids = self._ov.Tensor(np.array([prompt], dtype=np.int64))
+            handle = self._pipe.add_request(request_id, input_ids, cfg)
         except Exception as exc:  # a config the engine refuses: fail this request only
-            # The binding's message (C++ signatures, addresses) stays in the log, not in the answer.
-            log.warning("request %d refused by the engine: %s", request_id, exc)
-            events.append(RequestEnded(request_id, EngineErrorKind.REFUSED, _REFUSED))
+            self._refuse(request_id, exc, events)
             return
+        self._register(request_id, handle, params)
+
+    def _refuse(self, request_id: int, exc: Exception, events: list[Event]) -> None:
+        # The binding's message (C++ signatures, addresses) stays in the log, not in the answer.
+        log.warning("request %d refused by the engine: %s", request_id, exc)
+        events.append(RequestEnded(request_id, EngineErrorKind.REFUSED, _REFUSED))
+
+    def _admission_thread(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._admission is None:
+            self._admission = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ovserve-engine-admission")
+        return self._admission
+
+    def _admit(self, request_id: int, text: str, images: list[Any], cfg: Any, delay: float) -> Any:
+        """On the admission thread: the VLM's add_request (``delay``: the slow-admission fault)."""
+        if delay:
+            time.sleep(delay)
+        return self._pipe.add_request(request_id, text, images, cfg)
+
+    def _on_admitted(self, admitted: _Admitted, events: list[Event]) -> None:
+        request_id = admitted.request_id
+        self._admitting.discard(request_id)
+        cancelled = request_id in self._cancelled_while_admitting
+        self._cancelled_while_admitting.discard(request_id)
+        try:
+            handle = admitted.future.result()
+        except Exception as exc:
+            if not cancelled:  # a cancelled request's end was already sent
+                self._refuse(request_id, exc, events)
+            return
+        if cancelled:
+            handle.cancel()
+            self._releasing[request_id] = (handle, _STEPS_TO_FREE)
+            return
+        self._register(request_id, handle, admitted.params)
+
+    def _register(self, request_id: int, handle: Any, params: GenerationParams) -> None:
         active = _Active(handle=handle, params=params)
         self._active[request_id] = active
         self._added_since_step.append(request_id)
@@ -318,6 +380,11 @@ class EngineLoop(_LoopBase):
             self._stall_next_step = True
 
     def _cancel(self, request_id: int, events: list[Event]) -> None:
+        if request_id in self._admitting:  # its handle is released once add_request returns
+            if request_id not in self._cancelled_while_admitting:
+                self._cancelled_while_admitting.add(request_id)
+                events.append(RequestEnded(request_id))
+            return
         active = self._active.pop(request_id, None)
         if active is None:
             return  # already finished; its RequestEnded is on the way or sent
@@ -328,7 +395,7 @@ class EngineLoop(_LoopBase):
     def _stats(self) -> EngineStats:
         metrics = self._pipe.get_metrics()
         return EngineStats(
-            active_requests=len(self._active),
+            active_requests=len(self._active) + len(self._admitting),
             releasing_requests=len(self._releasing),
             engine_requests=int(metrics.requests),
             scheduled_requests=int(metrics.scheduled_requests),
@@ -535,7 +602,7 @@ class StatefulEngineLoop(_LoopBase):
             if self._pending and self._running:
                 self._generate(self._pending.pop(0))
 
-    def _handle(self, command: Command) -> None:
+    def _handle(self, command: Command | _Admitted) -> None:  # _Admitted: continuous batching only
         match command:
             case AddRequest():
                 self._pending.append(command)
