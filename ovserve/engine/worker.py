@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,7 @@ from ovserve.engine.messages import (
     TokenLogprob,
     VisionPrompt,
 )
+from ovserve.engine.prefix_cache import PrefixCacheModel
 from ovserve.engine.spec import SLOW_ADMISSION_S, EngineFault, EngineSpec, PipelineKind, SchedulerSettings
 from ovserve.memory import pin_malloc_thresholds
 
@@ -81,12 +83,24 @@ class _Active:
     finished_seqs: set[int] = field(default_factory=set)
     choice_of: dict[int, int] = field(default_factory=dict)
     beams: dict[int, _Beam] = field(default_factory=dict)
+    # With the prefix-cache model: the prompt's ids, and its cached count until the first
+    # output carries it to the server.
+    prompt: list[int] | None = None
+    cached_tokens: int | None = None
+    prefilled: bool = False
 
     def choice(self, seq_id: int) -> int:
         return self.choice_of.setdefault(seq_id, len(self.choice_of))
 
+    def take_cached_tokens(self) -> int | None:
+        cached, self.cached_tokens = self.cached_tokens, None
+        return cached
+
 
 _STEPS_TO_FREE = 2
+
+# The block-size probe's request id: far from the server's ids, which count up from 0.
+_PROBE_REQUEST_ID = 2**62
 
 # While busy, the engine reports its state (and so its progress) at least this often.
 _HEARTBEAT_INTERVAL_S = 1.0
@@ -258,8 +272,19 @@ class _LoopBase:
 class EngineLoop(_LoopBase):
     """The single thread that touches the pipeline."""
 
-    def __init__(self, pipe: Any, conn: Connection, fault: EngineFault | None = None) -> None:
+    def __init__(
+        self,
+        pipe: Any,
+        conn: Connection,
+        fault: EngineFault | None = None,
+        prefix_cache: PrefixCacheModel | None = None,
+        block_bytes: int | None = None,
+    ) -> None:
         super().__init__(pipe, conn)
+        # The model of the engine's prefix cache (text prompts, prefix caching on), and the bytes
+        # of one KV block, which turn the cache's size into the model's capacity.
+        self._prefix_cache = prefix_cache
+        self._block_bytes = block_bytes
         self._active: dict[int, _Active] = {}
         self._added_since_step: list[int] = []
         # Finished and cancelled handles stay referenced for a few more steps: the pipeline frees
@@ -335,7 +360,10 @@ class EngineLoop(_LoopBase):
         except Exception as exc:  # a config the engine refuses: fail this request only
             self._refuse(request_id, exc, events)
             return
-        self._register(request_id, handle, params)
+        active = self._register(request_id, handle, params)
+        if self._prefix_cache is not None:
+            active.prompt = prompt
+            active.cached_tokens = self._prefix_cache.cached_tokens(prompt)
 
     def _refuse(self, request_id: int, exc: Exception, events: list[Event]) -> None:
         # The binding's message (C++ signatures, addresses) stays in the log, not in the answer.
@@ -370,7 +398,7 @@ class EngineLoop(_LoopBase):
             return
         self._register(request_id, handle, admitted.params)
 
-    def _register(self, request_id: int, handle: Any, params: GenerationParams) -> None:
+    def _register(self, request_id: int, handle: Any, params: GenerationParams) -> _Active:
         active = _Active(handle=handle, params=params)
         self._active[request_id] = active
         self._added_since_step.append(request_id)
@@ -378,6 +406,7 @@ class EngineLoop(_LoopBase):
             self._fail_next_step = True
         if self._fault is not None and params.max_new_tokens == self._fault.stall_step_on_max_new_tokens:
             self._stall_next_step = True
+        return active
 
     def _cancel(self, request_id: int, events: list[Event]) -> None:
         if request_id in self._admitting:  # its handle is released once add_request returns
@@ -394,6 +423,9 @@ class EngineLoop(_LoopBase):
 
     def _stats(self) -> EngineStats:
         metrics = self._pipe.get_metrics()
+        if self._prefix_cache is not None and self._block_bytes:
+            # A cache grown on demand changes size: the model holds what the cache can.
+            self._prefix_cache.resize(int(metrics.kv_cache_size_in_bytes) // self._block_bytes)
         return EngineStats(
             active_requests=len(self._active) + len(self._admitting),
             releasing_requests=len(self._releasing),
@@ -458,11 +490,27 @@ class EngineLoop(_LoopBase):
             return
         if active.params.beam_search:
             self._emit_best_beams(request_id, active, outputs, batch)
+        if self._prefix_cache is not None and active.prompt is not None:
+            self._remember_sequences(self._prefix_cache, active)
         # Close every sequence that the final read did not finish explicitly.
         for seq_index, decoder in active.decoders.items():
             if seq_index not in active.finished_seqs:
                 batch.add(decoder, [], True, self._placer(outputs, request_id, seq_index, 0, None, "stop"))
         outputs.append(RequestEnded(request_id))
+
+    @staticmethod
+    def _remember_sequences(prefix_cache: PrefixCacheModel, active: _Active) -> None:
+        """A finished request's blocks stay cached: its prompt and what each sequence generated
+        but its last token (whose KV is never computed)."""
+        prompt = active.prompt or []
+        grew = False
+        for decoder in active.decoders.values():
+            generated = decoder.ids[:-1]
+            if generated:
+                prefix_cache.remember(prompt + generated)
+                grew = True
+        if grew:
+            prefix_cache.forget_tail(prompt)
 
     @staticmethod
     def _placer(
@@ -472,14 +520,15 @@ class EngineLoop(_LoopBase):
         token_count: int,
         logprobs: list[TokenLogprob] | None,
         finish: str | None,
+        cached_tokens: int | None = None,
     ) -> Callable[[str], None]:
         """Reserves the output's place in step order; the callback fills it once its text is decoded."""
         slot = len(outputs)
         outputs.append(None)
 
         def place(text: str) -> None:
-            if text or token_count or finish is not None:
-                outputs[slot] = SequenceOutput(request_id, index, text, token_count, logprobs, finish)
+            if text or token_count or finish is not None or cached_tokens is not None:
+                outputs[slot] = SequenceOutput(request_id, index, text, token_count, logprobs, finish, cached_tokens)
 
         return place
 
@@ -544,7 +593,12 @@ class EngineLoop(_LoopBase):
             ]
         if not new_ids and finish is None:
             return  # nothing generated, nothing ended (a trimmed stop token always ends its sequence)
-        place = self._placer(outputs, request_id, index, token_count, logprobs, finish)
+        cached = active.take_cached_tokens()
+        if not active.prefilled:
+            active.prefilled = True  # a first output: the prompt's blocks are computed
+            if self._prefix_cache is not None and active.prompt is not None:
+                self._prefix_cache.remember(active.prompt)
+        place = self._placer(outputs, request_id, index, token_count, logprobs, finish, cached)
         batch.add(decoder, new_ids, finish is not None, place)
 
 
@@ -672,7 +726,51 @@ def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> N
         conn.send([Fatal(f"could not load {spec.model_path} ({spec.kind.value}) on {spec.device}: {exc}")])
         return
     loop: EngineLoop | StatefulEngineLoop
-    loop = EngineLoop(pipe, conn, spec.fault) if spec.kind.continuous_batching else StatefulEngineLoop(pipe, conn)
+    if spec.kind.continuous_batching:
+        prefix_cache, block_bytes = None, None
+        if spec.scheduler.enable_prefix_caching and not _is_vlm(spec.model_path):
+            prefix_cache = PrefixCacheModel()
+            block_bytes = _measure_block_bytes(pipe)
+        loop = EngineLoop(pipe, conn, spec.fault, prefix_cache, block_bytes)
+    else:
+        loop = StatefulEngineLoop(pipe, conn)
     conn.send([Ready(os.getpid())])
     loop.start_reader()
     loop.run()
+
+
+def _is_vlm(model_path: Path) -> bool:
+    """A VLM directory (openvino_genai's layout): its prompts are never token ids."""
+    return (model_path / "openvino_vision_embeddings_model.xml").is_file()
+
+
+def _measure_block_bytes(pipe: Any) -> int | None:
+    """The bytes of one KV block, measured with a one-token request before readiness.
+
+    One token takes one block, so the cache's usage (a percentage of its blocks) tells its block
+    count, and its size in bytes the block's; the KV precision and layout the plugin chose need
+    not be known. The request also compiles the first inference before any client waits for it.
+    """
+    import openvino as ov
+
+    cfg = pipe.get_config()
+    cfg.max_new_tokens = 2  # still running after the first step, when the usage is read
+    cfg.ignore_eos = True
+    cfg.do_sample = False
+    cfg.apply_chat_template = False
+    token = pipe.get_tokenizer().encode("a", add_special_tokens=False).input_ids.data[0][:1].tolist() or [0]
+    handle = pipe.add_request(_PROBE_REQUEST_ID, ov.Tensor(np.array([token], dtype=np.int64)), cfg)
+    pipe.step()
+    metrics = pipe.get_metrics()
+    while pipe.has_non_finished_requests():
+        pipe.step()
+    if handle.can_read():  # read() with nothing pending would block
+        handle.read_all()
+    for _ in range(_STEPS_TO_FREE):  # the pipeline frees the request in the steps that follow
+        pipe.step()
+    usage = float(metrics.cache_usage) / 100.0
+    if usage <= 0:
+        log.warning("could not measure the KV block size; cached_tokens are counted without a capacity bound")
+        return None
+    blocks = round(1 / usage)
+    return int(metrics.kv_cache_size_in_bytes) // blocks if blocks else None

@@ -196,6 +196,8 @@ class Job(ABC, Generic[RequestT]):
                 if self.recorder is not None:
                     self.recorder.tokens(delta.index, arrived)
             yield delta
+        if self.recorder is not None and self.count.cached_tokens is not None:
+            self.recorder.prefix_cache(self.prompt_tokens, self.count.cached_tokens)
 
     async def choices(self) -> list[Choice]:
         """Every choice, complete (a unary response)."""
@@ -225,7 +227,7 @@ class Job(ABC, Generic[RequestT]):
             yield {**self.chunk([]), "usage": self.usage()}
 
     def usage(self) -> dict[str, Any]:
-        return usage(self.prompt_tokens, self.count, cached_tokens_known=not self.model.prefix_caching)
+        return usage(self.prompt_tokens, self.count, prefix_caching=self.model.prefix_caching)
 
     def response(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
         return {
