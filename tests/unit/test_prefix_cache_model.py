@@ -50,8 +50,8 @@ def test_least_recently_used_blocks_go_first_beyond_capacity() -> None:
     first, second = tokens(64, start=1000), tokens(64, start=3000)
     model.remember(first)
     model.remember(second)
-    assert model.cached_tokens(first + [1]) == 64  # touches first's blocks: second's are now older
+    assert model.cached_tokens([*first, 1]) == 64  # touches first's blocks: second's are now older
     model.remember(tokens(64, start=6000))
-    assert model.cached_tokens(second + [1]) == 0
-    assert model.cached_tokens(first + [1]) == 64
+    assert model.cached_tokens([*second, 1]) == 0
+    assert model.cached_tokens([*first, 1]) == 64
     assert len(model) == 4
