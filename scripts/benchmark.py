@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import shlex
 import statistics
@@ -157,13 +158,15 @@ def run_workload(workload: Workload, args: argparse.Namespace, model_dir: Path, 
         with running_server(model_dir, args.port, server_args) as url:
             for level in levels:
                 for repeat in range(args.repeats):
+                    # A new label per repeat: no repeat finds an earlier one's prompts in the server's cache.
+                    repeat_context = dataclasses.replace(context, run_label=f"{context.run_label} repeat {repeat}")
                     if spec is not None and args.repeats > 1:
                         started = time.perf_counter()
-                        raw[level].append(workload.run_raw(context, spec, level))
+                        raw[level].append(workload.run_raw(repeat_context, spec, level))
                         progress(f"{workload.name} {variant} {level} #{repeat + 1}: raw in "
                                  f"{time.perf_counter() - started:.1f} s")  # fmt: skip
                     started = time.perf_counter()
-                    served[level].append(asyncio.run(workload.run_server(context, url, level)))
+                    served[level].append(asyncio.run(workload.run_server(repeat_context, url, level)))
                     progress(f"{workload.name} {variant} {level} #{repeat + 1}: server in "
                              f"{time.perf_counter() - started:.1f} s")  # fmt: skip
         for level in levels:
@@ -232,8 +235,10 @@ def compare_servers(args: argparse.Namespace, model_dir: Path, vlm_dir: Path, co
             }
             for level in workload.levels(args.options):
                 for round_number in range(args.rounds):
+                    # A new label per round: no round finds an earlier round's prompts in a cache.
+                    round_context = dataclasses.replace(context, run_label=f"{context.run_label} round {round_number}")
                     for label, url in urls.items():
-                        figures = asyncio.run(workload.run_server(context, url, level))
+                        figures = asyncio.run(workload.run_server(round_context, url, level))
                         results.setdefault((label, level), []).append(figures[workload.headline] or 0.0)
                         progress(f"{name} {level} round {round_number + 1} {label}: "
                                  f"{workload.headline} {figures[workload.headline]}")  # fmt: skip

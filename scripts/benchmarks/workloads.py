@@ -301,6 +301,7 @@ class _LateRequest(Workload):
     """Streams run; once each has a few tokens, one more request is admitted beside them. The
     figure is the streams' inter-token latency while that request is being prefilled."""
 
+    higher_is_better = False  # the headline is an inter-token latency
     warm_tokens: ClassVar[int] = 8  # tokens every stream has before the late request is sent
     stream_max_tokens: ClassVar[int] = 2048  # more than they need: the run stops once the window closed
 
