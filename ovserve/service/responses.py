@@ -477,7 +477,7 @@ class ResponsesService:
     ) -> dict[str, Any]:
         request = job.protocol_request
         text_format = _response_format_echo(request)
-        return {
+        response = {
             "id": job.id,
             "object": "response",
             "created_at": job.created,
@@ -499,9 +499,11 @@ class ResponsesService:
             "tools": [_tool_echo(tool) for tool in request.tools or []],
             "top_p": job.params.top_p,
             "truncation": "disabled",
-            "usage": usage,
             "metadata": request.metadata or {},
         }
+        if usage is not None:  # the schema has no null usage: left out until it is known
+            response["usage"] = usage
+        return response
 
     async def _keep(self, job: ResponsesJob, response: dict[str, Any]) -> None:
         if job.store:
