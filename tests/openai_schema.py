@@ -2,7 +2,8 @@
 
 The schemas come from a subset of OpenAI's OpenAPI spec vendored in tests/fixtures/openai (the
 components the chat and completions responses reference, and everything ``Response`` and
-``ResponseStreamEvent`` reference for the Responses API; MIT-licensed, see the LICENSE file there), so the suite runs on a clean clone; OVSERVE_OPENAI_SPEC points at a full spec instead.
+``ResponseStreamEvent`` reference for the Responses API; MIT-licensed, see the LICENSE file there),
+so the suite runs on a clean clone; OVSERVE_OPENAI_SPEC points at a full spec instead.
 """
 
 from __future__ import annotations

@@ -87,7 +87,8 @@ def validation_error(exc: ValidationError) -> BadRequestError:
             path.append("type")
             if first["type"] == "union_tag_invalid":
                 expected = first["ctx"]["expected_tags"].replace("<", "").replace(">", "")
-                message = f"{first['ctx']['tag']!r} is not supported here (expected one of {expected})"
+                tag = first["ctx"]["tag"].strip("<>")
+                message = f"'{tag}' is not supported here (expected one of {expected})"
             else:
                 message = "Field required"
         else:

@@ -22,6 +22,7 @@ the prompt, and with prefix caching the reused KV blocks, are the same.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -214,6 +215,24 @@ def responses_param(param: str | None, request: ResponsesRequest, origins: list[
     return param
 
 
+_CHAT_WORDS = re.compile(r"messages\[(\d+)\]|\bresponse_format\b|\bmax_tokens\b|\bthe messages\b")
+
+
+def responses_message(message: str, request: ResponsesRequest, origins: list[str]) -> str:
+    """A chat error's message in the Responses request's words (fields, item positions)."""
+
+    def word(match: re.Match[str]) -> str:
+        if match[1] is not None:
+            index = int(match[1])
+            return origins[index] if index < len(origins) else "input"
+        if match[0] == "the messages":
+            return "the input"
+        name = responses_param(match[0], request, origins)
+        return name or match[0]
+
+    return _CHAT_WORDS.sub(word, message)
+
+
 # -- the job -----------------------------------------------------------------------------------
 
 
@@ -386,6 +405,8 @@ class ResponsesService:
             job = await self.chat.prepare(chat, ResponsesJob)
         except OvserveError as exc:
             exc.param = responses_param(exc.param, request, conversation.origins)
+            exc.message = responses_message(exc.message, request, conversation.origins)
+            exc.args = (exc.message,)
             raise
         assert isinstance(job, ResponsesJob)
         job.responses = request
