@@ -41,11 +41,21 @@ _CHAT_ONLY = {
 }
 
 
+# OpenAI Responses fields that would change the output and have no equivalent here.
+_UNSUPPORTED = {
+    "conversation": "conversation objects are not supported; continue a response with previous_response_id",
+    "prompt": "stored prompt templates are not supported; send instructions and input",
+}
+
+
 def parse_responses_request(request: web.Request, payload: dict[str, Any]) -> ResponsesRequest:
     refusal = builtin_tool_refusal(payload.get("tools"))
     if refusal is not None:
         message, param = refusal
         raise UnsupportedParameterError(message, param=param)
+    for name, why in _UNSUPPORTED.items():
+        if payload.get(name) is not None:
+            raise UnsupportedParameterError(f"'{name}' is not supported: {why}", param=name)
     for name, instead in _CHAT_ONLY.items():
         if name in payload:
             message = f"'{name}' is a chat completions field; the Responses API takes '{instead}'"

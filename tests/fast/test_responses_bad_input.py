@@ -117,6 +117,8 @@ CASES: list[tuple[str, dict[str, Any] | bytes, int, str | None]] = [
     ("unknown previous_response_id", {"input": "hi", "previous_response_id": "resp_nope"}, 404, "previous_response_id"),
     ("chat messages instead of input", {"messages": [USER]}, 400, "messages"),
     ("chat response_format", {"input": "hi", "response_format": {"type": "json_object"}}, 400, "response_format"),
+    ("conversation object", {"input": "hi", "conversation": "conv_1"}, 400, "conversation"),
+    ("stored prompt template", {"input": "hi", "prompt": {"id": "pmpt_1"}}, 400, "prompt"),
     ("logit_bias (refused as for chat)", {"input": "hi", "logit_bias": {"1": 5}}, 400, "logit_bias"),
     ("top_logprobs (refused as for chat)", {"input": "hi", "top_logprobs": 3}, 400, "top_logprobs"),
 ]
