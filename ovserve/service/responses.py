@@ -202,7 +202,10 @@ def responses_param(param: str | None, request: ResponsesRequest, origins: list[
     if head == "messages":
         index, _, tail = rest.partition(".")
         if index.isdigit() and int(index) < len(origins):
-            return origins[int(index)] + (f".{tail}" if tail else "")
+            origin = origins[int(index)]
+            # Only an input item has the message's shape below it; a string input, the
+            # instructions or the stored history are the param as a whole.
+            return origin + (f".{tail}" if tail and origin.startswith("input.") else "")
         return "input"
     if head in ("max_tokens", "max_completion_tokens"):
         return "max_output_tokens" if request.max_output_tokens is not None else "max_tokens"
@@ -240,8 +243,6 @@ def responses_message(message: str, request: ResponsesRequest, origins: list[str
 class ResponsesJob(ChatJob):
     """A chat job, plus what the response object echoes and what its stored row holds."""
 
-    id_prefix = "resp"
-
     responses: ResponsesRequest | None = None
     conversation: list[Item] = field(default_factory=list)  # history + this input, as items
     store: bool = False  # the response is kept once it completes
@@ -250,7 +251,7 @@ class ResponsesJob(ChatJob):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.id = _new_id("resp")  # OpenAI's id shape (chat's is chatcmpl-...)
+        self.id = _new_id("resp")  # OpenAI's shape, resp_<hex> (the job prefixes' is <prefix>-<hex>)
 
     @property
     def protocol_request(self) -> ResponsesRequest:
