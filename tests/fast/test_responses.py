@@ -291,3 +291,17 @@ async def test_sampling_extensions_and_text_format_reach_the_engine(serve) -> No
     assert (params.top_k, params.repetition_penalty, params.seed, params.temperature) == (5, 1.1, 7, 0.5)
     assert params.structured_output is not None and "regex" in params.structured_output
     assert response["text"]["format"]["name"] == "obj"
+
+
+async def test_a_stream_past_the_request_timeout_ends_with_response_failed(serve) -> None:
+    def endless(add: AddRequest) -> Iterator[Step]:
+        while True:
+            yield [output(add, "word ")]
+
+    served = await serve(fast_model(endless), request_timeout=0.3)
+    status, events = await served.post("/v3/responses", {"input": "Hi", "stream": True})
+    assert status == 200
+    failed = events[-1]
+    assert failed["type"] == "response.failed" and "--request_timeout" in failed["response"]["error"]["message"]
+    assert output_text(failed["response"]).startswith("word word")
+    await eventually(served.engine.cancels)
