@@ -310,6 +310,8 @@ class OutputBuilder:
             events += self._start(kind)
         item = self._open
         assert item is not None
+        if not text:  # an empty message (the model said nothing): no delta to send
+            return events
         item["content"][0]["text"] += text
         delta = "response.output_text.delta" if kind == "message" else "response.reasoning_text.delta"
         extra: Item = {"logprobs": []} if kind == "message" else {}
