@@ -305,3 +305,14 @@ async def test_a_stream_past_the_request_timeout_ends_with_response_failed(serve
     assert failed["type"] == "response.failed" and "--request_timeout" in failed["response"]["error"]["message"]
     assert output_text(failed["response"]).startswith("word word")
     await eventually(served.engine.cancels)
+
+
+async def test_a_model_that_says_nothing_gets_an_empty_message(serve) -> None:
+    served = await serve(fast_model(reply("")))
+    status, body = await served.post("/v3/responses", {"input": "Hi"})
+    assert status == 200 and [item["type"] for item in body["output"]] == ["message"] and output_text(body) == ""
+    status, events = await served.post("/v3/responses", {"input": "Hi", "stream": True})
+    assert "response.output_text.delta" not in [event["type"] for event in events]
+    assert final_response(events)["output"][0]["content"][0]["text"] == ""
+    for event in events:
+        validate(event, "ResponseStreamEvent")
