@@ -161,3 +161,18 @@ def test_a_vlm_takes_input_image_under_the_media_policy(vlm_server: Server) -> N
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model="tiny-vlm", input=[{"role": "user", "content": [question, evil]}], **GREEDY)  # type: ignore[arg-type]
     assert refused.value.body["param"] == "input.0.content.1.image_url"  # type: ignore[index]
+
+
+def test_the_bad_input_table_gets_its_4xx_from_a_real_server_and_leaves_no_engine_request(server: Server) -> None:
+    from tests.fast.test_responses_bad_input import CASES
+
+    checked = 0
+    for name, body, status, param in CASES:
+        if isinstance(body, bytes) or "context" in name:  # the context cases are sized for the fast model
+            continue
+        payload = {key: value for key, value in {"model": "tiny-llm", **body}.items() if value is not None}
+        response = httpx.post(f"{server.url}/v3/responses", json=payload, timeout=30)
+        assert (response.status_code, response.json()["error"]["param"]) == (status, param), name
+        checked += 1
+    assert checked >= 30
+    assert server.metric("ovserve_inflight_requests") == 0
