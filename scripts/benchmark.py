@@ -9,6 +9,7 @@ Workloads (``--workloads``, default ``uniform``; ``all`` for every one):
   long-prompt           4 streams running, then one 4k-token prompt admitted beside them
   many-streams          uniform at 64 and 128 streams
   vlm                   text streams on the VLM with an image request admitted (server only)
+  responses             uniform's streams through /v3/chat/completions and /v3/responses, alternated (server only)
   bandwidth             memory read bandwidth -> the one-stream decode ceiling of the model
 
 Every request is greedy with ignore_eos. The raw ContinuousBatchingPipeline runs in this process

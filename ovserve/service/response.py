@@ -208,8 +208,9 @@ class Job(ABC, Generic[RequestT]):
         self.finish_reasons = [choice.finish_reason for choice in choices]
         return choices
 
-    async def chunks(self, write: ChunkWriter) -> AsyncGenerator[dict[str, Any], None]:
-        """The stream: one chunk per choice object ``write`` makes, then the usage chunk if asked."""
+    async def steps(self) -> AsyncGenerator[tuple[Choice, ChoiceDelta, ParsedDelta, bool], None]:
+        """Every delta as it arrives: its choice (updated), the delta, what it parsed to, and whether
+        it is the choice's first. Finish reasons are recorded as choices finish."""
         choices: dict[int, Choice] = {}
         # aclosing: a disconnect (this generator closed) cancels the engine requests at once.
         async with contextlib.aclosing(self.run()) as deltas:
@@ -221,6 +222,12 @@ class Job(ABC, Generic[RequestT]):
                 step = choice.add(delta)
                 if delta.finished:
                     self.finish_reasons.append(choice.finish_reason)
+                yield choice, delta, step, first
+
+    async def chunks(self, write: ChunkWriter) -> AsyncGenerator[dict[str, Any], None]:
+        """The stream: one chunk per choice object ``write`` makes, then the usage chunk if asked."""
+        async with contextlib.aclosing(self.steps()) as steps:
+            async for choice, delta, step, first in steps:
                 for choice_object in write(choice, delta, step, first):
                     yield self.chunk([choice_object])
         if self.request.include_usage:
