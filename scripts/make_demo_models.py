@@ -12,6 +12,8 @@ Output layout (``OUT_DIR``)::
     tiny-draft/                  Qwen2, hidden 64, 1 layer, fp16 IR (speculative-decoding draft)
     tiny-vlm/                    LLaVA: CLIP 56 px / patch 14 + tiny-llm-shaped Qwen2, fp16 IR
     bench-qwen2.5-0.5b-int8/     Qwen2.5-0.5B shape, int8 weights (only with --benchmark)
+    bench-llava-clip-l336/       LLaVA: CLIP ViT-L/14 at 336 px + tiny-llm-shaped Qwen2 (only with
+                                 --benchmark_vlm)
 
 Every model directory holds ``openvino_model.{xml,bin}`` (tiny-vlm: the language, text-embeddings
 and vision-embeddings IRs plus ``preprocessor_config.json``), ``openvino_{de,}tokenizer.{xml,bin}``,
@@ -24,7 +26,7 @@ Everything is seeded, so the same library versions produce the same tokenizer an
 
 Usage::
 
-    python scripts/make_demo_models.py OUT_DIR [--force] [--benchmark]
+    python scripts/make_demo_models.py OUT_DIR [--force] [--benchmark] [--benchmark_vlm]
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ TINY_LLM = "tiny-llm"
 TINY_DRAFT = "tiny-draft"
 TINY_VLM = "tiny-vlm"
 BENCH_MODEL = "bench-qwen2.5-0.5b-int8"
+BENCH_VLM = "bench-llava-clip-l336"
 
 SEED = 1234
 TOKENIZER_VOCAB_SIZE = 4000
@@ -309,6 +312,28 @@ BENCH_SPEC = ModelSpec(
         "repetition_penalty": 1.05,
         "max_new_tokens": 512,
     },
+)
+
+
+# LLaVA-1.5's vision tower (CLIP ViT-L/14 at 336 px: 304M weights, 576 image tokens) on a
+# tiny-llm-shaped language model: the vision encoder is as costly as a real LLaVA's, while text
+# streams decode fast, so a benchmark sees what an image request's encoding does to them.
+BENCH_VLM_SPEC = ModelSpec(
+    name=BENCH_VLM,
+    hidden_size=128,
+    intermediate_size=256,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    max_position_embeddings=4096,
+    tie_word_embeddings=False,
+    embed_std=1.0,
+    lm_head_std=0.15,
+    weight_format="fp16",
+    generation_defaults={"do_sample": False, "max_new_tokens": 64},
+    vision=VisionSpec(
+        image_size=336, patch_size=14, hidden_size=1024, intermediate_size=4096, num_layers=24, num_heads=16
+    ),
 )
 
 
@@ -733,6 +758,11 @@ def build_benchmark_model(out_dir: Path, force: bool = False) -> Path:
     return _build([BENCH_SPEC], Path(out_dir), force)[BENCH_MODEL]
 
 
+def build_benchmark_vlm(out_dir: Path, force: bool = False) -> Path:
+    """Build (or reuse) the LLaVA with a CLIP ViT-L/14-336 vision tower; returns its directory."""
+    return _build([BENCH_VLM_SPEC], Path(out_dir), force)[BENCH_VLM]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("out_dir", type=Path, help="directory to create the model directories in")
@@ -742,10 +772,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"also build {BENCH_MODEL} (random Qwen2.5-0.5B shape, int8 weights; ~35 s on 2 cores, 360 MB)",
     )
+    parser.add_argument(
+        "--benchmark_vlm",
+        action="store_true",
+        help=f"also build {BENCH_VLM} (LLaVA with a CLIP ViT-L/14-336 vision tower, fp16, ~620 MB)",
+    )
     args = parser.parse_args(argv)
 
     started = time.monotonic()
     specs = [TINY_LLM_SPEC, TINY_DRAFT_SPEC, TINY_VLM_SPEC] + ([BENCH_SPEC] if args.benchmark else [])
+    specs += [BENCH_VLM_SPEC] if args.benchmark_vlm else []
     # One _build call, so the tokenizer is trained once for all models.
     built = _build(specs, args.out_dir, force=args.force)
     for name, path in built.items():
