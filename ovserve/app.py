@@ -27,6 +27,7 @@ from ovserve.metrics import ServerMetrics
 from ovserve.service.chat import ChatService
 from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry, ServedModel
+from ovserve.service.retrieval import RetrievalService
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.DRAIN] = drain
     app[keys.CHAT] = ChatService(models, app[keys.MEDIA])
     app[keys.COMPLETIONS] = CompletionService(models)
+    app[keys.RETRIEVAL] = RetrievalService(models)
     app[keys.LOOP_LAG] = LoopLagMonitor()
     app[keys.METRICS] = ServerMetrics()
     app[keys.METRICS].watch(models, app[keys.LOOP_LAG])
