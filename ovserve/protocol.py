@@ -396,6 +396,32 @@ class EmbeddingRequest(_RetrievalRequest):
     dimensions: int | None = Field(default=None, ge=1)
     user: str | None = None
 
+    @field_validator("input", mode="before")
+    @classmethod
+    def _one_kind_of_input(cls, value: Any) -> Any:
+        # The union's own errors name a member ("input.constrained-str"); say what is allowed instead.
+        def texts(items: list[Any]) -> bool:
+            return all(isinstance(item, str) for item in items)
+
+        def ids(items: Any) -> bool:
+            return isinstance(items, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in items)
+
+        if isinstance(value, str):
+            if not value:
+                raise ValueError("must not be an empty string")
+            return value
+        if not isinstance(value, list) or not value:
+            raise ValueError("must be a non-empty string or a non-empty list")
+        if not (texts(value) or ids(value) or all(ids(item) for item in value)):
+            raise ValueError(
+                "must be a string, a list of strings, a list of token ids or a list of token-id lists (not a mix)"
+            )
+        if texts(value) and not all(value):
+            raise ValueError(f"item {[bool(item) for item in value].index(False)} is an empty string")
+        if not texts(value) and not ids(value) and not all(value):
+            raise ValueError(f"item {[bool(item) for item in value].index(False)} is an empty list of token ids")
+        return value
+
     @property
     def inputs(self) -> list[str] | list[list[int]]:
         """Every input as a list: texts, or token-id lists."""
