@@ -203,7 +203,8 @@ class ModelSettings(BaseModel):
                 "exclude each other"
             )
         if self.task != "text_generation" and (self.draft_path is not None or self.pipeline_type != "AUTO"):
-            raise ValueError(f"{self.source}: a {self.task} model takes no draft model or pipeline_type")
+            # Generation settings mean nothing to a retrieval pipeline; said once, at load.
+            log.warning("%s: a %s model ignores draft_models_path and pipeline_type", self.source, self.task)
         if self.pipeline_type == "VLM":
             raise ValueError(f"{self.source}: pipeline_type VLM (stateful) is not supported; use VLM_CB or AUTO")
         return self

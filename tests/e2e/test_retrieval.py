@@ -19,18 +19,11 @@ import numpy as np
 import openai
 import pytest
 
-from tests.conftest import MODELS_DIR, ROOT, Server, start_config_server, start_server
+from tests.conftest import ROOT, Server, start_config_server, start_server
 
 EMBED, RERANK, LLM = "tiny-embed", "tiny-rerank", "tiny-llm"
 TEXTS = ["hello world", "def f(x): return x + 1", "import os, sys", "The sea is calm tonight."]
 LIMIT = 512  # tiny-embed's max_position_embeddings
-
-
-@pytest.fixture(scope="session")
-def retrieval_models() -> dict[str, Path]:
-    from scripts.make_demo_models import build_retrieval_models
-
-    return build_retrieval_models(MODELS_DIR)
 
 
 def _graph(source: Path, models_path: Path) -> str:
