@@ -812,15 +812,12 @@ def build_wordpiece_tokenizer(out_dir: Path) -> Path:
     return out_dir
 
 
-def _build_retrieval_one(spec: RetrievalSpec, out_dir: Path, scratch: Path, tokenizer_dir: Path) -> Path:
+def build_retrieval_checkpoint(spec: RetrievalSpec, tokenizer_dir: Path, hf_dir: Path) -> Path:
+    """Save a seeded random BERT (``BertModel``, or a one-label ``BertForSequenceClassification`` for
+    a reranker) plus the tokenizer to ``hf_dir``: what a user would download from the Hub."""
     import torch
-    from optimum.exporters.openvino import main_export
-    from optimum.intel import OVConfig
     from transformers import BertConfig, BertForSequenceClassification, BertModel
 
-    started = time.monotonic()
-    hf_dir = scratch / "hf" / spec.name
-    ov_dir = scratch / "ov" / spec.name
     tokenizer = bert_tokenizer_class().from_pretrained(str(tokenizer_dir))
     torch.manual_seed(SEED)
     shape: dict[str, Any] = {  # BertConfig's keyword arguments are untyped (**kwargs)
@@ -841,10 +838,21 @@ def _build_retrieval_one(spec: RetrievalSpec, out_dir: Path, scratch: Path, toke
             model.classifier.weight.normal_(0.0, spec.classifier_std)
     else:
         model = BertModel(config, add_pooling_layer=False).eval()
+    model.save_pretrained(str(hf_dir))
+    tokenizer.save_pretrained(str(hf_dir))
+    return hf_dir
+
+
+def _build_retrieval_one(spec: RetrievalSpec, out_dir: Path, scratch: Path, tokenizer_dir: Path) -> Path:
+    from optimum.exporters.openvino import main_export
+    from optimum.intel import OVConfig
+
+    started = time.monotonic()
+    hf_dir = scratch / "hf" / spec.name
+    ov_dir = scratch / "ov" / spec.name
     with _quiet_export(scratch):
         _log(f"{spec.name}: creating random checkpoint")
-        model.save_pretrained(str(hf_dir))
-        tokenizer.save_pretrained(str(hf_dir))
+        build_retrieval_checkpoint(spec, tokenizer_dir, hf_dir)
         _log(f"{spec.name}: exporting to OpenVINO (fp16)")
         main_export(
             model_name_or_path=str(hf_dir),
