@@ -458,7 +458,7 @@ class TokenizeRequest(_RetrievalRequest):
     model: str | None = None  # llama.cpp sends none: fine when the server serves one model
     content: str | None = None
     messages: Annotated[list[ChatMessage], Field(min_length=1)] | None = None
-    add_special: bool = True
+    add_special: bool = False  # llama.cpp's default
     with_pieces: bool = False
 
     @model_validator(mode="after")

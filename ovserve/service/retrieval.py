@@ -139,7 +139,9 @@ class RetrievalService:
         limit = model.context_length
         # The query must leave room for a document; documents are cut to fit (a cross-encoder
         # reads query and document as one input of at most `limit` tokens).
-        (query_tokens,) = await model.tokenizer.count_each([request.query], limit=limit, truncate=False, param="query")
+        (query_tokens,) = await model.tokenizer.count_each(
+            [request.query], limit=limit, truncate=False, param="query", label="the query"
+        )
         document_tokens = await model.tokenizer.count_each(documents, limit=limit, truncate=True, param="documents")
         prompt_tokens = sum(min(limit, query_tokens + count) for count in document_tokens)
         ticket = model.admission.admit(prompt_tokens)

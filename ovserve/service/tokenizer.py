@@ -115,7 +115,9 @@ class PromptTokenizer:
         # A batch is padded to its longest text: the attention mask marks each text's own tokens.
         return [int(count) for count in tokens.attention_mask.data.sum(axis=1)]
 
-    async def count_each(self, texts: list[str], *, limit: int, truncate: bool, param: str) -> list[int]:
+    async def count_each(
+        self, texts: list[str], *, limit: int, truncate: bool, param: str, label: str | None = None
+    ) -> list[int]:
         """Each text's token count (special tokens included), as a retrieval pipeline will see it.
 
         A text over ``limit`` is a :class:`PromptTooLongError` naming it and both numbers, unless
@@ -151,8 +153,9 @@ class PromptTokenizer:
         for index, count in enumerate(counts):
             if count > limit:
                 if not truncate:
+                    what = label or f"input {index}"
                     raise PromptTooLongError(
-                        f"input {index} has {'at least ' if len(texts[index]) > CHUNK_CHARS else ''}{count} tokens, "
+                        f"{what} has {'at least ' if len(texts[index]) > CHUNK_CHARS else ''}{count} tokens, "
                         f"more than model '{self._name}' accepts ({limit})",
                         at_least=count,
                         param=param,

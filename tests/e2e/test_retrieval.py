@@ -265,6 +265,7 @@ def test_rerank_without_top_n_returns_every_document_without_text(repository_ser
         ({"model": RERANK, "query": "q", "documents": ["a"], "top_n": 0}, "top_n"),
         ({"model": RERANK, "query": "q", "documents": [{"txt": "a"}]}, "documents.0"),
         ({"model": RERANK, "query": "q", "documents": ["a"] * 10_001}, "documents"),
+        ({"model": RERANK, "query": "word " * 700, "documents": ["a"]}, "query"),
         ({"model": EMBED, "query": "q", "documents": ["a"]}, "model"),
     ],
 )
@@ -290,11 +291,11 @@ def test_tokenize_and_detokenize_round_trip_with_pieces(repository_server: Serve
     assert back == {"content": text}
 
 
-def test_tokenize_add_special_adds_the_models_special_tokens(repository_server: Server) -> None:
-    with_special = _post(repository_server, "/v3/tokenize", {"model": EMBED, "content": "hello"}).json()["tokens"]
-    without = _post(
-        repository_server, "/v3/tokenize", {"model": EMBED, "content": "hello", "add_special": False}
+def test_tokenize_adds_special_tokens_only_when_asked_as_llama_cpp(repository_server: Server) -> None:
+    with_special = _post(
+        repository_server, "/v3/tokenize", {"model": EMBED, "content": "hello", "add_special": True}
     ).json()["tokens"]
+    without = _post(repository_server, "/v3/tokenize", {"model": EMBED, "content": "hello"}).json()["tokens"]
     assert with_special[1:-1] == without and len(with_special) == len(without) + 2  # [CLS] ... [SEP]
 
 
