@@ -190,7 +190,8 @@ async def serve(settings: ServerSettings, api_keys: ApiKeys) -> int:
             "serving %r from %s on %s (%s pipeline, from %s)",
             model.name, model.spec.model_path, model.spec.device, model.kind.value, model.settings.source,
         )  # fmt: skip
-    log.info("listening on http://%s:%d (POST /v3/chat/completions, GET /v3/models)", settings.host, settings.port)
+    endpoints = "POST /v3/chat/completions, POST /v3/responses, GET /v3/models"
+    log.info("listening on http://%s:%d (%s)", settings.host, settings.port, endpoints)
 
     stopping = asyncio.create_task(stop.wait())
     pending: set[asyncio.Task] = {stopping, *app[keys.ENGINE_LOADS]}

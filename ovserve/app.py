@@ -12,6 +12,7 @@ from aiohttp import web
 from ovserve.api import keys
 from ovserve.api.auth import ApiKeys, auth_middleware
 from ovserve.api.drain import Drain
+from ovserve.api.responses import add_response_routes
 from ovserve.api.routes import add_routes, request_dialect
 from ovserve.config import ServerSettings
 from ovserve.errors import (
@@ -27,6 +28,8 @@ from ovserve.metrics import ServerMetrics
 from ovserve.service.chat import ChatService
 from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry, ServedModel
+from ovserve.service.response_store import ResponseStore
+from ovserve.service.responses import ResponsesService
 from ovserve.service.retrieval import RetrievalService
 
 log = logging.getLogger(__name__)
@@ -115,13 +118,21 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.CHAT] = ChatService(models, app[keys.MEDIA])
     app[keys.COMPLETIONS] = CompletionService(models)
     app[keys.RETRIEVAL] = RetrievalService(models)
+    store = ResponseStore(
+        settings.responses_store,
+        max_count=settings.responses_store_max_count,
+        max_bytes=int(settings.responses_store_max_mb * 1024 * 1024),
+    )
+    app[keys.RESPONSES] = ResponsesService(app[keys.CHAT], store)
     app[keys.LOOP_LAG] = LoopLagMonitor()
     app[keys.METRICS] = ServerMetrics()
     app[keys.METRICS].watch(models, app[keys.LOOP_LAG])
     add_routes(app)
+    add_response_routes(app)
     app.cleanup_ctx.append(_engines)
     app.cleanup_ctx.append(_media)
     app.cleanup_ctx.append(_loop_lag)
+    app.cleanup_ctx.append(_response_store)
     return app
 
 
@@ -141,6 +152,11 @@ async def _media(app: web.Application) -> AsyncIterator[None]:
     await app[keys.MEDIA].start()
     yield
     await app[keys.MEDIA].close()
+
+
+async def _response_store(app: web.Application) -> AsyncIterator[None]:
+    yield
+    app[keys.RESPONSES].store.close()
 
 
 async def _loop_lag(app: web.Application) -> AsyncIterator[None]:

@@ -445,6 +445,23 @@ class ServerSettings(BaseModel):
         description="longest time a generation request may take, from arrival to its last byte (s); then 504 "
         "(unary) or an error event (stream), and its engine work is cancelled",
     )
+    # -- the Responses API's conversation store (ovserve.service.response_store) --------------
+    responses_store: str = Field(
+        default="memory",
+        min_length=1,
+        description="where /v3/responses keeps stored responses (store: true, previous_response_id): 'memory' "
+        "(an in-process SQLite database, lost on restart), a SQLite file path (kept across restarts), or 'none' "
+        "(nothing is stored; previous_response_id is refused)",
+    )
+    responses_store_max_count: int = Field(
+        default=10_000, ge=1, description="most stored responses; the least recently used are evicted beyond it"
+    )
+    responses_store_max_mb: float = Field(
+        default=256.0,
+        gt=0,
+        description="most MB of stored responses and their conversations; the least recently used are evicted "
+        "beyond it",
+    )
     # -- engine health and shutdown ---------------------------------------------------------
     engine_stall_timeout: float = Field(
         default=60.0,

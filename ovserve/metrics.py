@@ -135,6 +135,20 @@ class ServerMetrics:
         self.generation_tokens = Counter(
             "ovserve_generation_tokens", "Tokens generated.", model, registry=self.registry
         )
+        # vLLM's pair (prefix_cache_queries / prefix_cache_hits, in tokens): hits / queries is the
+        # hit rate. Counted by the engine's model of its prefix cache (ovserve.engine.prefix_cache).
+        self.prefix_cache_queries = Counter(
+            "ovserve_prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache (prefix caching on, text prompts).",
+            model,
+            registry=self.registry,
+        )
+        self.prefix_cache_hits = Counter(
+            "ovserve_prefix_cache_hits",
+            "Prompt tokens served from the prefix cache instead of being prefilled.",
+            model,
+            registry=self.registry,
+        )
         self.requests = Counter(
             "ovserve_requests",
             "Generation requests by outcome (the finish_reason of a completed request, else the error type) "
@@ -189,6 +203,11 @@ class RequestRecorder:
                 histogram.observe(gap)
         self._last_token[index] = now
         self._metrics.generation_tokens.labels(model=model).inc(count)
+
+    def prefix_cache(self, prompt_tokens: int, cached_tokens: int) -> None:
+        """A request's prompt tokens looked up in the prefix cache, and how many it served."""
+        self._metrics.prefix_cache_queries.labels(model=self.model).inc(prompt_tokens)
+        self._metrics.prefix_cache_hits.labels(model=self.model).inc(cached_tokens)
 
     def finished(self, outcome: str, status: int) -> None:
         """Once per request; ``outcome`` is a finish_reason or an error type."""

@@ -9,6 +9,7 @@ Workloads (``--workloads``, default ``uniform``; ``all`` for every one):
   long-prompt           4 streams running, then one 4k-token prompt admitted beside them
   many-streams          uniform at 64 and 128 streams
   vlm                   text streams on the VLM with an image request admitted (server only)
+  responses             uniform's streams through /v3/chat/completions and /v3/responses, alternated (server only)
   bandwidth             memory read bandwidth -> the one-stream decode ceiling of the model
   embeddings            embeddings/s for batches of 1, 8, 64 inputs of 128 tokens (--embed_model_path, default:
                         the BERT-base-shaped bench-bert-base-embed, built if absent)
@@ -27,14 +28,17 @@ SchedulerConfig and plugin config):
 
 Results: a markdown table per workload on stdout; ``--out`` writes them as JSON with the machine
 (CPU model, cores, OpenVINO version, git commit); ``--compare OLD.json`` prints this run's figures
-against an earlier file's for matching (workload, variant, level). ``--baseline_checkout`` is
-the A/B mode: this checkout's server against another checkout's on ``uniform``.
+against an earlier file's for matching (workload, variant, level). ``--repeats N`` runs every level
+N times, raw and server alternating, and reports medians. ``--baseline_checkout`` is the A/B mode:
+this checkout's server against another checkout's (a git worktree of an earlier commit) on the
+chosen workloads' headline figures, in ``--rounds`` interleaved rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import shlex
 import statistics
@@ -51,6 +55,7 @@ from ovserve.engine.spec import EngineSpec  # noqa: E402
 from ovserve.service.models import ServedModel  # noqa: E402
 from scripts.benchmarks import bandwidth  # noqa: E402
 from scripts.benchmarks.embeddings import Embeddings  # noqa: E402
+from scripts.benchmarks.measure import Figures  # noqa: E402
 from scripts.benchmarks.report import (  # noqa: E402
     Result,
     bandwidth_table,
@@ -60,7 +65,7 @@ from scripts.benchmarks.report import (  # noqa: E402
     write_json,
 )
 from scripts.benchmarks.server import MODEL_NAME, running_server  # noqa: E402
-from scripts.benchmarks.workloads import WORKLOADS, Context, Options, Prompts, Uniform, Workload  # noqa: E402
+from scripts.benchmarks.workloads import WORKLOADS, Context, Options, Prompts, Workload  # noqa: E402
 from scripts.make_demo_models import (  # noqa: E402
     BENCH_EMBED,
     build_benchmark_model,
@@ -120,6 +125,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "interleaved with this one's, and the table compares the two servers instead of server vs raw",
     )
     ab.add_argument("--rounds", type=int, default=1, help="with --baseline_checkout: A/B rounds per level")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run each level this many times, raw and server alternating (the server stays up), and report "
+        "each figure's median: run-to-run drift on a shared machine then hits both sides alike",
+    )
     args = parser.parse_args(argv)
     if "all" in args.workloads:
         args.workloads = [*WORKLOADS, BANDWIDTH]
@@ -131,26 +143,49 @@ def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def median_figures(runs: list[Figures]) -> Figures:
+    """Each figure's median over repeated runs (None where no run has it)."""
+    keys = {key for figures in runs for key in figures}
+    medians: Figures = {}
+    for key in sorted(keys):
+        values = [value for figures in runs if (value := figures.get(key)) is not None]
+        medians[key] = statistics.median(values) if values else None
+    if len(runs) > 1:
+        medians["repeats"] = len(runs)
+    return medians
+
+
 def run_workload(workload: Workload, args: argparse.Namespace, model_dir: Path, context: Context) -> list[Result]:
     results = []
     levels = workload.levels(args.options)
+    with_raw = workload.raw_note is None and not args.no_raw
     for variant, variant_args in args.variants:
         server_args = " ".join(a for a in (workload.server_args, args.server_args, variant_args) if a)
-        raw: dict[int, dict] = {}
-        if workload.raw_note is None and not args.no_raw:
-            spec = engine_spec(model_dir, server_args)
+        spec = engine_spec(model_dir, server_args) if with_raw else None
+        raw: dict[int, list[Figures]] = {level: [] for level in levels}
+        served: dict[int, list[Figures]] = {level: [] for level in levels}
+        if spec is not None and args.repeats == 1:  # the raw runs first, alone on the machine
             for level in levels:
                 started = time.perf_counter()
-                raw[level] = workload.run_raw(context, spec, level)
+                raw[level].append(workload.run_raw(context, spec, level))
                 progress(f"{workload.name} {variant} {level}: raw in {time.perf_counter() - started:.1f} s")
-        served = {}
         with running_server(model_dir, args.port, server_args) as url:
             for level in levels:
-                started = time.perf_counter()
-                served[level] = asyncio.run(workload.run_server(context, url, level))
-                progress(f"{workload.name} {variant} {level}: server in {time.perf_counter() - started:.1f} s")
+                for repeat in range(args.repeats):
+                    # A new label per repeat: no repeat finds an earlier one's prompts in the server's cache.
+                    repeat_context = dataclasses.replace(context, run_label=f"{context.run_label} repeat {repeat}")
+                    if spec is not None and args.repeats > 1:
+                        started = time.perf_counter()
+                        raw[level].append(workload.run_raw(repeat_context, spec, level))
+                        progress(f"{workload.name} {variant} {level} #{repeat + 1}: raw in "
+                                 f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+                    started = time.perf_counter()
+                    served[level].append(asyncio.run(workload.run_server(repeat_context, url, level)))
+                    progress(f"{workload.name} {variant} {level} #{repeat + 1}: server in "
+                             f"{time.perf_counter() - started:.1f} s")  # fmt: skip
         for level in levels:
-            results.append(Result.of(workload, variant, server_args, level, raw.get(level), served[level]))
+            raw_figures = median_figures(raw[level]) if raw[level] else None
+            results.append(Result.of(workload, variant, server_args, level, raw_figures, median_figures(served[level])))
     return results
 
 
@@ -165,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     context = Context(Prompts(served), args.options, run_label=f"run {time.time_ns() % 10**9}")
 
     if args.baseline_checkout is not None:
-        return compare_servers(args, model_dir, context)
+        return compare_servers(args, model_dir, vlm_dir, context)
 
     machine = machine_info()
     print(f"model {model_dir}; {machine['cpu']}, {machine['usable_cpus']} CPUs; openvino {machine['openvino']}; "
@@ -197,36 +232,49 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def compare_servers(args: argparse.Namespace, model_dir: Path, context: Context) -> int:
-    """This checkout's server (B) against ``--baseline_checkout``'s (A) on ``uniform``: both up at
-    once on two ports, each level run A, B, A, B... so drift (thermal, other load) hits both alike."""
+def compare_servers(args: argparse.Namespace, model_dir: Path, vlm_dir: Path, context: Context) -> int:
+    """This checkout's server (B) against ``--baseline_checkout``'s (A) on the chosen workloads:
+    both up at once on two ports, each level run A, B, A, B... so drift (thermal, other load)
+    hits both alike. The table compares the workload's headline figure."""
     from contextlib import ExitStack
 
-    workload = Uniform()
     checkouts = {"baseline": args.baseline_checkout.resolve(), "this": ROOT}
-    results: dict[tuple[str, int], list[float]] = {}
-    with ExitStack() as stack:
-        urls = {
-            label: stack.enter_context(running_server(model_dir, args.port + offset, args.server_args, checkout))
-            for offset, (label, checkout) in enumerate(checkouts.items())
-        }
-        for n in args.options.concurrency:
-            for _ in range(args.rounds):
-                for label, url in urls.items():
-                    figures = asyncio.run(workload.run_server(context, url, n))
-                    results.setdefault((label, n), []).append(figures["tok_s"] or 0.0)
-    print()
-    print(f"baseline: {checkouts['baseline']}")
-    print("| streams | baseline tok/s (median) | this tok/s (median) | ratio of medians | median paired ratio | runs |")
-    print("|---|---|---|---|---|---|")
-    for n in args.options.concurrency:
-        a, b = statistics.median(results[("baseline", n)]), statistics.median(results[("this", n)])
-        pairs = list(zip(results[("baseline", n)], results[("this", n)], strict=True))
-        paired = statistics.median(y / x for x, y in pairs)  # each A/B pair ran back to back
-        runs = ", ".join(f"{x:.1f}/{y:.1f}" for x, y in pairs)
-        print(f"| {n} | {a:.1f} | {b:.1f} | {b / a:.3f} | {paired:.3f} | {runs} |")
+    print(f"\nbaseline: {checkouts['baseline']}")
+    report: dict[str, list[float | None]] = {}
+    for name in [name for name in args.workloads if name != BANDWIDTH]:
+        workload = WORKLOADS[name]()
+        server_args = " ".join(a for a in (workload.server_args, args.server_args) if a)
+        served_dir = vlm_dir if workload.vlm else model_dir
+        results: dict[tuple[str, int], list[float]] = {}
+        with ExitStack() as stack:
+            urls = {
+                label: stack.enter_context(running_server(served_dir, args.port + offset, server_args, checkout))
+                for offset, (label, checkout) in enumerate(checkouts.items())
+            }
+            for level in workload.levels(args.options):
+                for round_number in range(args.rounds):
+                    # A new label per round: no round finds an earlier round's prompts in a cache.
+                    round_context = dataclasses.replace(context, run_label=f"{context.run_label} round {round_number}")
+                    for label, url in urls.items():
+                        figures = asyncio.run(workload.run_server(round_context, url, level))
+                        results.setdefault((label, level), []).append(figures[workload.headline] or 0.0)
+                        progress(f"{name} {level} round {round_number + 1} {label}: "
+                                 f"{workload.headline} {figures[workload.headline]}")  # fmt: skip
+        better = "higher" if workload.higher_is_better else "lower"
+        print(f"\n### {name}: {workload.headline} ({better} is better)\n")
+        print("| level | baseline (median) | this (median) | this / baseline | median paired ratio "
+              "| runs (baseline/this) |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        for level in workload.levels(args.options):
+            before, after = results[("baseline", level)], results[("this", level)]
+            a, b = statistics.median(before), statistics.median(after)
+            pairs = list(zip(before, after, strict=True))
+            paired = statistics.median(y / x for x, y in pairs if x)  # each A/B pair ran back to back
+            runs = ", ".join(f"{x:.1f}/{y:.1f}" for x, y in pairs)
+            print(f"| {level} | {a:.1f} | {b:.1f} | {b / a:.3f} | {paired:.3f} | {runs} |")
+            report.update({f"{name}:baseline:{level}": list(before), f"{name}:this:{level}": list(after)})
     if args.out is not None:
-        args.out.write_text(json.dumps({f"{k[0]}:{k[1]}": v for k, v in results.items()}, indent=2) + "\n")
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
 

@@ -1,8 +1,9 @@
 """Validators for OpenAI's response schemas.
 
 The schemas come from a subset of OpenAI's OpenAPI spec vendored in tests/fixtures/openai (the
-components the chat and completions responses reference, MIT-licensed, see the LICENSE file
-there), so the suite runs on a clean clone; OVSERVE_OPENAI_SPEC points at a full spec instead.
+components the chat and completions responses reference, and everything ``Response`` and
+``ResponseStreamEvent`` reference for the Responses API; MIT-licensed, see the LICENSE file there),
+so the suite runs on a clean clone; OVSERVE_OPENAI_SPEC points at a full spec instead.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from ovserve.metrics import ServerMetrics
 from ovserve.service.chat import ChatService
 from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry
+from ovserve.service.responses import ResponsesService
 from ovserve.service.retrieval import RetrievalService
 
 SETTINGS = web.AppKey("settings", ServerSettings)
@@ -23,6 +24,8 @@ CHAT = web.AppKey("chat", ChatService)
 COMPLETIONS = web.AppKey("completions", CompletionService)
 # Embeddings, rerank, tokenize and detokenize.
 RETRIEVAL = web.AppKey("retrieval", RetrievalService)
+# The Responses API over the chat service, with its conversation store.
+RESPONSES = web.AppKey("responses", ResponsesService)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
 # One task per served model, loading its engine; the CLI stops the server if one fails.
 ENGINE_LOADS = web.AppKey("engine_loads", list[asyncio.Task[None]])

@@ -30,6 +30,7 @@ from pydantic.json_schema import models_json_schema
 from ovserve import __version__
 from ovserve.api import keys
 from ovserve.protocol import MAX_STOP_SEQUENCES, ChatCompletionRequest, CompletionRequest
+from ovserve.protocol_responses import ResponsesRequest
 
 _REF = "#/components/schemas/{model}"
 
@@ -37,6 +38,7 @@ _REF = "#/components/schemas/{model}"
 _OPERATIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("/v3/chat/completions", ChatCompletionRequest, "Create a chat completion"),
     ("/v3/completions", CompletionRequest, "Create a text completion (legacy, no chat template)"),
+    ("/v3/responses", ResponsesRequest, "Create a model response (OpenAI's Responses API)"),
 )
 
 # What each documented error status means here; the body is always ErrorResponse.

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -143,23 +143,47 @@ async def completions(request: web.Request) -> web.StreamResponse:
 async def _generate(
     request: web.Request, endpoint: Endpoint, request_model: type[RequestModel], service: Any
 ) -> web.StreamResponse:
+    def parse(payload: dict[str, Any]) -> SamplingRequest:
+        return parse_request(request, payload, endpoint, request_model)
+
+    return await generate(request, endpoint.value, parse, service)
+
+
+# What a stream that fails after its first byte sends last: the job, the error -> an event payload.
+FailureEvent = Callable[[Any, OvserveError], dict[str, Any]]
+
+
+def _error_event(job: Any, error: OvserveError) -> dict[str, Any]:
+    return error.body()
+
+
+async def generate(
+    request: web.Request,
+    endpoint: str,
+    parse: Callable[[dict[str, Any]], SamplingRequest],
+    service: Any,
+    *,
+    writer: type[SSEWriter] = SSEWriter,
+    failure: FailureEvent = _error_event,
+) -> web.StreamResponse:
     """Validate, prepare, admit (429 when the model's queue is full), then answer within
     ``--request_timeout``; every request is counted once in ``/metrics`` with its outcome.
 
-    ``service`` is the endpoint's ChatService or CompletionService (same shape, own job type).
+    ``service`` is the endpoint's ChatService, CompletionService or ResponsesService (same shape,
+    own job type); ``writer`` and ``failure`` are how its stream is written and how it fails.
     """
     settings = request.app[keys.SETTINGS]
-    recorder = request.app[keys.METRICS].recorder(endpoint.value)
+    recorder = request.app[keys.METRICS].recorder(endpoint)
     timeout = settings.request_timeout
     deadline = asyncio.get_running_loop().time() + timeout if timeout is not None else None
     job = None
     try:
-        parsed = parse_request(request, await read_json_object(request), endpoint, request_model)
+        parsed = parse(await read_json_object(request))
         job = await service.prepare(parsed)
         recorder.model = job.model.name
         job.admit(recorder)
         if parsed.stream:
-            return await _stream(request, service.stream(job), job, recorder, deadline)
+            return await _stream(request, service.stream(job), job, recorder, deadline, writer(request), failure)
         try:
             async with asyncio.timeout_at(deadline):
                 body = await service.complete(job)
@@ -189,8 +213,9 @@ async def _stream(
     job: Job[Any],
     recorder: RequestRecorder,
     deadline: float | None,
+    writer: SSEWriter,
+    failure: FailureEvent,
 ) -> web.StreamResponse:
-    writer = SSEWriter(request)
     outcome = "disconnected"  # unless the stream ends, or fails, below
     # aclosing: however the loop ends, the generator's cleanup (cancelling the engine request)
     # runs now, not whenever the abandoned generator is garbage-collected.
@@ -209,7 +234,7 @@ async def _stream(
                 # Headers are gone: the failure travels as an error event, then the stream ends normally.
                 log.warning("stream %s failed: %s", job.id, exc.message)
                 outcome = exc.error_type
-                await writer.send(exc.body())
+                await writer.send(failure(job, exc))
             await writer.done()
         except ConnectionResetError:
             # A write found the connection gone before aiohttp cancelled this handler. An

@@ -1,4 +1,9 @@
-"""Server-sent events as OpenAI streams them: one ``data:`` line per JSON chunk, then [DONE]."""
+"""Server-sent events as OpenAI streams them.
+
+Chat and text completions: one ``data:`` line per JSON chunk, then ``data: [DONE]``. The Responses
+API (:class:`NamedEventWriter`): an ``event:`` line naming each event's ``type`` before its
+``data:`` line, and no ``[DONE]`` (its last event, ``response.completed`` or the like, says it).
+"""
 
 from __future__ import annotations
 
@@ -33,4 +38,12 @@ class SSEWriter:
 
     async def done(self) -> None:
         await self.response.write(b"data: [DONE]\n\n")
+        await self.response.write_eof()
+
+
+class NamedEventWriter(SSEWriter):
+    async def send(self, payload: Any) -> None:
+        await self.response.write(f"event: {payload['type']}\ndata: {dumps(payload)}\n\n".encode())
+
+    async def done(self) -> None:
         await self.response.write_eof()

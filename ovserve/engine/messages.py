@@ -170,14 +170,15 @@ class SequenceOutput:
     token_count: int  # generated tokens this output stands for (a trimmed stop token included)
     logprobs: list[TokenLogprob] | None
     finish_reason: str | None  # "stop" / "length" on the sequence's last output
+    # On a request's first output only: how many prompt tokens the prefix cache served (the
+    # engine's model of it, ovserve.engine.prefix_cache); None when unknown or not the first.
+    cached_tokens: int | None = None
 
     def __reduce__(self) -> tuple[type[SequenceOutput], tuple[object, ...]]:
         # Sent once per token per sequence: a plain tuple of fields pickles smaller and faster
         # than the dataclass's generic slot state.
-        return (
-            SequenceOutput,
-            (self.request_id, self.index, self.text, self.token_count, self.logprobs, self.finish_reason),
-        )
+        fields = (self.request_id, self.index, self.text, self.token_count, self.logprobs, self.finish_reason)
+        return (SequenceOutput, fields if self.cached_tokens is None else (*fields, self.cached_tokens))
 
 
 @dataclass(frozen=True, slots=True)

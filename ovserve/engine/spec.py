@@ -102,6 +102,10 @@ class SchedulerSettings(BaseModel):
 # The environment variable that turns on :class:`EngineFault` (tests set it on a server process).
 FAULT_ENV = "OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS"
 STALL_ENV = "OVSERVE_TEST_STALL_STEP_ON_MAX_TOKENS"
+SLOW_ADMISSION_ENV = "OVSERVE_TEST_SLOW_ADMISSION_ON_MAX_TOKENS"
+
+
+SLOW_ADMISSION_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -113,17 +117,24 @@ class EngineFault:
     is added, the next ``step()`` raises, as a real engine failure would.
     ``stall_step_on_max_new_tokens``: after such a request, the next ``step()`` never returns,
     as a hung engine (OVMS #4503) would; the server's stall watchdog must notice.
+    ``slow_admission_on_max_new_tokens``: a VLM request with this ``max_new_tokens`` takes
+    :data:`SLOW_ADMISSION_S` longer to add, as a large image's vision encoder would (the tiny
+    test VLM encodes in milliseconds).
     """
 
     fail_step_on_max_new_tokens: int = 0
     stall_step_on_max_new_tokens: int = 0
+    slow_admission_on_max_new_tokens: int = 0
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> EngineFault | None:
-        """The faults :data:`FAULT_ENV` / :data:`STALL_ENV` ask for (e.g. ``=777``), if any."""
-        fail = int(environ.get(FAULT_ENV, "0") or 0)
-        stall = int(environ.get(STALL_ENV, "0") or 0)
-        return cls(fail_step_on_max_new_tokens=fail, stall_step_on_max_new_tokens=stall) if fail or stall else None
+        """The faults :data:`FAULT_ENV`, :data:`STALL_ENV` and :data:`SLOW_ADMISSION_ENV` ask for (e.g. ``=777``)."""
+        fault = cls(
+            fail_step_on_max_new_tokens=int(environ.get(FAULT_ENV, "0") or 0),
+            stall_step_on_max_new_tokens=int(environ.get(STALL_ENV, "0") or 0),
+            slow_admission_on_max_new_tokens=int(environ.get(SLOW_ADMISSION_ENV, "0") or 0),
+        )
+        return fault if fault != cls() else None
 
 
 @dataclass(frozen=True)

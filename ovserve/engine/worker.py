@@ -1,10 +1,13 @@
 """The engine process: owns one pipeline and the loop that drives it (continuous batching,
 stateful, or a retrieval pipeline: see :class:`RetrievalEngineLoop`).
 
-Why a process: ``step()`` holds the GIL for the whole step, so an in-process engine stalls the
+Why a process: ``step()`` holds the GIL for much of a step, so an in-process engine stalls the
 server's event loop by up to a step. Here, one thread (this process's main thread) adds
 requests, calls ``step()``, drains handles and cancels; a reader thread only moves commands from
-the pipe into a queue. Text is detokenized here, so the server process only relays strings.
+the pipe into a queue; a VLM request's ``add_request`` (which runs the vision encoder) runs on an
+admission thread, its handle handed back through the same queue, so running streams keep
+stepping meanwhile. Text is detokenized here, one batched call per step, so the server process
+only relays strings.
 
 Engine traps this loop is built around (see shared/feasibility.md):
 - ``handle.read()`` with nothing pending blocks holding the GIL: read only after ``can_read()``.
@@ -18,18 +21,22 @@ Engine traps this loop is built around (see shared/feasibility.md):
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import queue
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ovserve.engine.detokenizer import DecodeBatch, IncrementalDetokenizer, decode_now
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
@@ -54,51 +61,11 @@ from ovserve.engine.messages import (
     TokenLogprob,
     VisionPrompt,
 )
-from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, SchedulerSettings
+from ovserve.engine.prefix_cache import PrefixCacheModel
+from ovserve.engine.spec import SLOW_ADMISSION_S, EngineFault, EngineSpec, PipelineKind, SchedulerSettings
 from ovserve.memory import pin_malloc_thresholds
 
 log = logging.getLogger("ovserve.engine")
-
-
-class IncrementalDetokenizer:
-    """Turns a growing list of token ids into text deltas that never split a UTF-8 character.
-
-    Decodes a short window (vLLM's prefix/read offsets) instead of the whole sequence each
-    time; :meth:`flush` reconciles with a full decode so joined deltas equal ``decode(all)``.
-    """
-
-    def __init__(self, tokenizer: Any, skip_special_tokens: bool) -> None:
-        self._tokenizer = tokenizer
-        self._skip = skip_special_tokens
-        self.ids: list[int] = []
-        self._prefix_offset = 0
-        self._read_offset = 0
-        self.emitted = ""
-
-    def _decode(self, ids: list[int]) -> str:
-        return str(self._tokenizer.decode(ids, skip_special_tokens=self._skip))
-
-    def push(self, new_ids: list[int]) -> str:
-        self.ids.extend(new_ids)
-        prefix_text = self._decode(self.ids[self._prefix_offset : self._read_offset])
-        full_text = self._decode(self.ids[self._prefix_offset :])
-        if len(full_text) <= len(prefix_text) or full_text.endswith("\ufffd"):
-            return ""  # an incomplete UTF-8 sequence: wait for the next token
-        delta = full_text[len(prefix_text) :]
-        self._prefix_offset = self._read_offset
-        self._read_offset = len(self.ids)
-        self.emitted += delta
-        return delta
-
-    def flush(self) -> str:
-        final = self._decode(self.ids)
-        if final.startswith(self.emitted):
-            delta = final[len(self.emitted) :]
-        else:  # the window decode diverged (tokenizer-specific spacing): never resend text
-            log.debug("incremental decode diverged from full decode; dropping the tail")
-            delta = ""
-        self.emitted += delta
-        return delta
 
 
 @dataclass
@@ -121,12 +88,24 @@ class _Active:
     finished_seqs: set[int] = field(default_factory=set)
     choice_of: dict[int, int] = field(default_factory=dict)
     beams: dict[int, _Beam] = field(default_factory=dict)
+    # With the prefix-cache model: the prompt's ids, and its cached count until the first
+    # output carries it to the server.
+    prompt: list[int] | None = None
+    cached_tokens: int | None = None
+    prefilled: bool = False
 
     def choice(self, seq_id: int) -> int:
         return self.choice_of.setdefault(seq_id, len(self.choice_of))
 
+    def take_cached_tokens(self) -> int | None:
+        cached, self.cached_tokens = self.cached_tokens, None
+        return cached
+
 
 _STEPS_TO_FREE = 2
+
+# The block-size probe's request id: far from the server's ids, which count up from 0.
+_PROBE_REQUEST_ID = 2**62
 
 # While busy, the engine reports its state (and so its progress) at least this often.
 _HEARTBEAT_INTERVAL_S = 1.0
@@ -265,6 +244,15 @@ def build_pipeline(spec: EngineSpec) -> Any:
     )
 
 
+@dataclass(slots=True)
+class _Admitted:
+    """A VLM request whose ``add_request`` ran on the admission thread (engine-internal, never on the wire)."""
+
+    request_id: int
+    params: GenerationParams
+    future: concurrent.futures.Future[Any]
+
+
 # OVMS's pooling names -> TextEmbeddingPipeline.PoolingType members.
 _POOLING = {"CLS": "CLS", "LAST": "LAST_TOKEN", "MEAN": "MEAN"}
 
@@ -277,7 +265,7 @@ class _LoopBase:
         # Retrieval pipelines keep their tokenizer to themselves (and need none here).
         self._tokenizer: Any = pipe.get_tokenizer() if hasattr(pipe, "get_tokenizer") else None
         self._conn = conn
-        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self._commands: queue.SimpleQueue[Command | _Admitted] = queue.SimpleQueue()
         self._send_lock = threading.Lock()
         self._running = True
 
@@ -309,8 +297,19 @@ class _LoopBase:
 class EngineLoop(_LoopBase):
     """The single thread that touches the pipeline."""
 
-    def __init__(self, pipe: Any, conn: Connection, fault: EngineFault | None = None) -> None:
+    def __init__(
+        self,
+        pipe: Any,
+        conn: Connection,
+        fault: EngineFault | None = None,
+        prefix_cache: PrefixCacheModel | None = None,
+        block_bytes: int | None = None,
+    ) -> None:
         super().__init__(pipe, conn)
+        # The model of the engine's prefix cache (text prompts, prefix caching on), and the bytes
+        # of one KV block, which turn the cache's size into the model's capacity.
+        self._prefix_cache = prefix_cache
+        self._block_bytes = block_bytes
         self._active: dict[int, _Active] = {}
         self._added_since_step: list[int] = []
         # Finished and cancelled handles stay referenced for a few more steps: the pipeline frees
@@ -319,6 +318,11 @@ class EngineLoop(_LoopBase):
         self._fault = fault
         self._fail_next_step = False
         self._stall_next_step = False
+        # VLM requests whose add_request (the vision encoder runs inside it) is on the admission
+        # thread, and those of them cancelled meanwhile.
+        self._admitting: set[int] = set()
+        self._cancelled_while_admitting: set[int] = set()
+        self._admission: concurrent.futures.ThreadPoolExecutor | None = None
 
     def run(self) -> None:
         import openvino as ov
@@ -353,6 +357,8 @@ class EngineLoop(_LoopBase):
                     self._cancel(request_id, events)
                 case StatsRequest(token):
                     events.append(StatsReply(token, self._stats()))
+                case _Admitted():
+                    self._on_admitted(command, events)
                 case Shutdown():
                     self._running = False
                     return
@@ -361,18 +367,63 @@ class EngineLoop(_LoopBase):
         try:
             cfg = build_generation_config(self._pipe, params)
             if isinstance(prompt, VisionPrompt):
-                # A VLM pipeline takes text, never token ids (text-only requests included);
-                # add_request runs the vision encoder at once, so the arrays are not kept.
+                # A VLM pipeline takes text, never token ids (text-only requests included).
+                # add_request runs the vision encoder before it returns: on this thread every
+                # running stream would wait for it, so it runs on the admission thread while
+                # this one keeps stepping (the pipeline takes add_request from other threads,
+                # as OVMS calls it). The image arrays are not kept once it returns.
                 images = [self._ov.Tensor(image[np.newaxis]) for image in prompt.images]
-                handle = self._pipe.add_request(request_id, prompt.text, images, cfg)
-            else:
-                input_ids = self._ov.Tensor(np.array([prompt], dtype=np.int64))
-                handle = self._pipe.add_request(request_id, input_ids, cfg)
+                delay = 0.0
+                if self._fault is not None and params.max_new_tokens == self._fault.slow_admission_on_max_new_tokens:
+                    delay = SLOW_ADMISSION_S
+                future = self._admission_thread().submit(self._admit, request_id, prompt.text, images, cfg, delay)
+                self._admitting.add(request_id)
+                future.add_done_callback(lambda done: self._commands.put(_Admitted(request_id, params, done)))
+                return
+            input_ids = self._ov.Tensor(np.array([prompt], dtype=np.int64))
+            handle = self._pipe.add_request(request_id, input_ids, cfg)
         except Exception as exc:  # a config the engine refuses: fail this request only
-            # The binding's message (C++ signatures, addresses) stays in the log, not in the answer.
-            log.warning("request %d refused by the engine: %s", request_id, exc)
-            events.append(RequestEnded(request_id, EngineErrorKind.REFUSED, _REFUSED))
+            self._refuse(request_id, exc, events)
             return
+        active = self._register(request_id, handle, params)
+        if self._prefix_cache is not None:
+            active.prompt = prompt
+            active.cached_tokens = self._prefix_cache.cached_tokens(prompt)
+
+    def _refuse(self, request_id: int, exc: Exception, events: list[Event]) -> None:
+        # The binding's message (C++ signatures, addresses) stays in the log, not in the answer.
+        log.warning("request %d refused by the engine: %s", request_id, exc)
+        events.append(RequestEnded(request_id, EngineErrorKind.REFUSED, _REFUSED))
+
+    def _admission_thread(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._admission is None:
+            self._admission = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ovserve-engine-admission")
+        return self._admission
+
+    def _admit(self, request_id: int, text: str, images: list[Any], cfg: Any, delay: float) -> Any:
+        """On the admission thread: the VLM's add_request (``delay``: the slow-admission fault)."""
+        if delay:
+            time.sleep(delay)
+        return self._pipe.add_request(request_id, text, images, cfg)
+
+    def _on_admitted(self, admitted: _Admitted, events: list[Event]) -> None:
+        request_id = admitted.request_id
+        self._admitting.discard(request_id)
+        cancelled = request_id in self._cancelled_while_admitting
+        self._cancelled_while_admitting.discard(request_id)
+        try:
+            handle = admitted.future.result()
+        except Exception as exc:
+            if not cancelled:  # a cancelled request's end was already sent
+                self._refuse(request_id, exc, events)
+            return
+        if cancelled:
+            handle.cancel()
+            self._releasing[request_id] = (handle, _STEPS_TO_FREE)
+            return
+        self._register(request_id, handle, admitted.params)
+
+    def _register(self, request_id: int, handle: Any, params: GenerationParams) -> _Active:
         active = _Active(handle=handle, params=params)
         self._active[request_id] = active
         self._added_since_step.append(request_id)
@@ -380,8 +431,14 @@ class EngineLoop(_LoopBase):
             self._fail_next_step = True
         if self._fault is not None and params.max_new_tokens == self._fault.stall_step_on_max_new_tokens:
             self._stall_next_step = True
+        return active
 
     def _cancel(self, request_id: int, events: list[Event]) -> None:
+        if request_id in self._admitting:  # its handle is released once add_request returns
+            if request_id not in self._cancelled_while_admitting:
+                self._cancelled_while_admitting.add(request_id)
+                events.append(RequestEnded(request_id))
+            return
         active = self._active.pop(request_id, None)
         if active is None:
             return  # already finished; its RequestEnded is on the way or sent
@@ -391,8 +448,11 @@ class EngineLoop(_LoopBase):
 
     def _stats(self) -> EngineStats:
         metrics = self._pipe.get_metrics()
+        if self._prefix_cache is not None and self._block_bytes:
+            # A cache grown on demand changes size: the model holds what the cache can.
+            self._prefix_cache.resize(int(metrics.kv_cache_size_in_bytes) // self._block_bytes)
         return EngineStats(
-            active_requests=len(self._active),
+            active_requests=len(self._active) + len(self._admitting),
             releasing_requests=len(self._releasing),
             engine_requests=int(metrics.requests),
             scheduled_requests=int(metrics.scheduled_requests),
@@ -419,8 +479,13 @@ class EngineLoop(_LoopBase):
                 del self._releasing[request_id]
             else:
                 self._releasing[request_id] = (handle, steps_left - 1)
+        # Outputs are placed in step order; their text is filled in by one batched decode.
+        outputs: list[Event | None] = []
+        batch = DecodeBatch(self._tokenizer)
         for request_id, active in list(self._active.items()):
-            self._drain(request_id, active, events)
+            self._drain(request_id, active, outputs, batch)
+        batch.run()
+        events.extend(event for event in outputs if event is not None)
 
     def _fail_after_step_error(self, exc: Exception, events: list[Event]) -> None:
         suspects = self._added_since_step or list(self._active)
@@ -434,29 +499,73 @@ class EngineLoop(_LoopBase):
             events.append(RequestEnded(request_id, EngineErrorKind.ENGINE, _FAILED))
         self._added_since_step.clear()
 
-    def _drain(self, request_id: int, active: _Active, events: list[Event]) -> None:
+    def _drain(self, request_id: int, active: _Active, outputs: list[Event | None], batch: DecodeBatch) -> None:
         handle = active.handle
         status = handle.get_status().name
         while handle.can_read():
             # Sorted: choice numbers follow the engine's sequence order, not dict order.
             for seq_index, output in sorted(handle.read().items()):
-                self._emit(request_id, active, seq_index, output, events)
+                self._emit(request_id, active, seq_index, output, outputs, batch)
         if status == "RUNNING":
             return
         del self._active[request_id]
         self._releasing[request_id] = (handle, _STEPS_TO_FREE)
         if status == "IGNORED":
-            events.append(RequestEnded(request_id, EngineErrorKind.IGNORED, _IGNORED))
+            outputs.append(RequestEnded(request_id, EngineErrorKind.IGNORED, _IGNORED))
             return
         if active.params.beam_search:
-            self._emit_best_beams(request_id, active, events)
+            self._emit_best_beams(request_id, active, outputs, batch)
+        if self._prefix_cache is not None and active.prompt is not None:
+            self._remember_sequences(self._prefix_cache, active)
         # Close every sequence that the final read did not finish explicitly.
         for seq_index, decoder in active.decoders.items():
             if seq_index not in active.finished_seqs:
-                events.append(SequenceOutput(request_id, seq_index, decoder.flush(), 0, None, "stop"))
-        events.append(RequestEnded(request_id))
+                batch.add(decoder, [], True, self._placer(outputs, request_id, seq_index, 0, None, "stop"))
+        outputs.append(RequestEnded(request_id))
 
-    def _emit(self, request_id: int, active: _Active, seq_id: int, output: Any, events: list[Event]) -> None:
+    @staticmethod
+    def _remember_sequences(prefix_cache: PrefixCacheModel, active: _Active) -> None:
+        """A finished request's blocks stay cached: its prompt and what each sequence generated
+        but its last token (whose KV is never computed)."""
+        prompt = active.prompt or []
+        grew = False
+        for decoder in active.decoders.values():
+            generated = decoder.ids[:-1]
+            if generated:
+                prefix_cache.remember(prompt + generated)
+                grew = True
+        if grew:
+            prefix_cache.forget_tail(prompt)
+
+    @staticmethod
+    def _placer(
+        outputs: list[Event | None],
+        request_id: int,
+        index: int,
+        token_count: int,
+        logprobs: list[TokenLogprob] | None,
+        finish: str | None,
+        cached_tokens: int | None = None,
+    ) -> Callable[[str], None]:
+        """Reserves the output's place in step order; the callback fills it once its text is decoded."""
+        slot = len(outputs)
+        outputs.append(None)
+
+        def place(text: str) -> None:
+            if text or token_count or finish is not None or cached_tokens is not None:
+                outputs[slot] = SequenceOutput(request_id, index, text, token_count, logprobs, finish, cached_tokens)
+
+        return place
+
+    def _emit(
+        self,
+        request_id: int,
+        active: _Active,
+        seq_id: int,
+        output: Any,
+        outputs: list[Event | None],
+        batch: DecodeBatch,
+    ) -> None:
         new_ids = list(output.generated_ids)
         log_probs = [float(lp) for lp in output.generated_log_probs] if active.params.logprobs else []
         finish = _FINISH_REASONS.get(output.finish_reason.name)
@@ -467,13 +576,16 @@ class EngineLoop(_LoopBase):
             beam.score = float(output.score)
             beam.finish = finish or beam.finish
             return
-        self._emit_tokens(request_id, active, active.choice(seq_id), new_ids, log_probs, finish, events)
+        self._emit_tokens(request_id, active, active.choice(seq_id), new_ids, log_probs, finish, outputs, batch)
 
-    def _emit_best_beams(self, request_id: int, active: _Active, events: list[Event]) -> None:
+    def _emit_best_beams(
+        self, request_id: int, active: _Active, outputs: list[Event | None], batch: DecodeBatch
+    ) -> None:
         # The engine returns every beam at the end (num_beams of them, not num_return_sequences).
         ranked = sorted(active.beams.values(), key=lambda beam: beam.score, reverse=True)
         for index, beam in enumerate(ranked[: active.params.n]):
-            self._emit_tokens(request_id, active, index, beam.ids, beam.log_probs, beam.finish or "stop", events)
+            finish = beam.finish or "stop"
+            self._emit_tokens(request_id, active, index, beam.ids, beam.log_probs, finish, outputs, batch)
 
     def _emit_tokens(
         self,
@@ -483,7 +595,8 @@ class EngineLoop(_LoopBase):
         new_ids: list[int],
         log_probs: list[float],
         finish: str | None,
-        events: list[Event],
+        outputs: list[Event | None],
+        batch: DecodeBatch,
     ) -> None:
         params = active.params
         token_count = len(new_ids)
@@ -494,10 +607,8 @@ class EngineLoop(_LoopBase):
             log_probs = log_probs[: len(new_ids)]
         decoder = active.decoders.get(index)
         if decoder is None:
-            decoder = active.decoders[index] = IncrementalDetokenizer(self._tokenizer, params.skip_special_tokens)
-        text = decoder.push(new_ids) if new_ids else ""
+            decoder = active.decoders[index] = IncrementalDetokenizer(params.skip_special_tokens)
         if finish is not None:
-            text += decoder.flush()
             active.finished_seqs.add(index)
         logprobs: list[TokenLogprob] | None = None
         if params.logprobs:
@@ -505,8 +616,15 @@ class EngineLoop(_LoopBase):
                 (token_id, self._tokenizer.decode([token_id], skip_special_tokens=False), lp)
                 for token_id, lp in zip(new_ids, log_probs, strict=False)
             ]
-        if text or token_count or finish is not None:
-            events.append(SequenceOutput(request_id, index, text, token_count, logprobs, finish))
+        if not new_ids and finish is None:
+            return  # nothing generated, nothing ended (a trimmed stop token always ends its sequence)
+        cached = active.take_cached_tokens()
+        if not active.prefilled:
+            active.prefilled = True  # a first output: the prompt's blocks are computed
+            if self._prefix_cache is not None and active.prompt is not None:
+                self._prefix_cache.remember(active.prompt)
+        place = self._placer(outputs, request_id, index, token_count, logprobs, finish, cached)
+        batch.add(decoder, new_ids, finish is not None, place)
 
 
 class StatefulEngineLoop(_LoopBase):
@@ -563,7 +681,7 @@ class StatefulEngineLoop(_LoopBase):
             if self._pending and self._running:
                 self._generate(self._pending.pop(0))
 
-    def _handle(self, command: Command) -> None:
+    def _handle(self, command: Command | _Admitted) -> None:  # _Admitted: continuous batching only
         match command:
             case AddRequest():
                 self._pending.append(command)
@@ -581,7 +699,8 @@ class StatefulEngineLoop(_LoopBase):
 
         request_id, params = add.request_id, add.params
         assert not isinstance(add.prompt, VisionPrompt), "a VLM is never served by the stateful pipeline"
-        decoder = IncrementalDetokenizer(self._tokenizer, params.skip_special_tokens)
+        decoder = IncrementalDetokenizer(params.skip_special_tokens)
+        tokenizer = self._tokenizer
         generated = 0
         outer = self
 
@@ -591,7 +710,8 @@ class StatefulEngineLoop(_LoopBase):
                 ids = [token] if isinstance(token, int) else list(token)
                 generated += len(ids)
                 if ids:
-                    outer._send([SequenceOutput(request_id, 0, decoder.push(ids), len(ids), None, None)])
+                    text = decode_now(tokenizer, decoder, ids)
+                    outer._send([SequenceOutput(request_id, 0, text, len(ids), None, None)])
                 if request_id in outer._cancelled:
                     return ov_genai.StreamingStatus.CANCEL
                 return ov_genai.StreamingStatus.RUNNING
@@ -616,7 +736,8 @@ class StatefulEngineLoop(_LoopBase):
             self._send([RequestEnded(request_id)])
             return
         finish = "length" if generated >= params.max_new_tokens else "stop"
-        self._send([SequenceOutput(request_id, 0, decoder.flush(), 0, None, finish), RequestEnded(request_id)])
+        rest = decode_now(self._tokenizer, decoder, [], ends=True)
+        self._send([SequenceOutput(request_id, 0, rest, 0, None, finish), RequestEnded(request_id)])
 
 
 class RetrievalEngineLoop(_LoopBase):
@@ -729,9 +850,50 @@ def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> N
     if not spec.kind.generates:
         loop = RetrievalEngineLoop(pipe, conn, spec)
     elif spec.kind.continuous_batching:
-        loop = EngineLoop(pipe, conn, spec.fault)
+        prefix_cache, block_bytes = None, None
+        if spec.scheduler.enable_prefix_caching and not _is_vlm(spec.model_path):
+            prefix_cache = PrefixCacheModel()
+            block_bytes = _measure_block_bytes(pipe)
+        loop = EngineLoop(pipe, conn, spec.fault, prefix_cache, block_bytes)
     else:
         loop = StatefulEngineLoop(pipe, conn)
     conn.send([Ready(os.getpid())])
     loop.start_reader()
     loop.run()
+
+
+def _is_vlm(model_path: Path) -> bool:
+    """A VLM directory (openvino_genai's layout): its prompts are never token ids."""
+    return (model_path / "openvino_vision_embeddings_model.xml").is_file()
+
+
+def _measure_block_bytes(pipe: Any) -> int | None:
+    """The bytes of one KV block, measured with a one-token request before readiness.
+
+    One token takes one block, so the cache's usage (a percentage of its blocks) tells its block
+    count, and its size in bytes the block's; the KV precision and layout the plugin chose need
+    not be known. The request also compiles the first inference before any client waits for it.
+    """
+    import openvino as ov
+
+    cfg = pipe.get_config()
+    cfg.max_new_tokens = 2  # still running after the first step, when the usage is read
+    cfg.ignore_eos = True
+    cfg.do_sample = False
+    cfg.apply_chat_template = False
+    token = pipe.get_tokenizer().encode("a", add_special_tokens=False).input_ids.data[0][:1].tolist() or [0]
+    handle = pipe.add_request(_PROBE_REQUEST_ID, ov.Tensor(np.array([token], dtype=np.int64)), cfg)
+    pipe.step()
+    metrics = pipe.get_metrics()
+    while pipe.has_non_finished_requests():
+        pipe.step()
+    if handle.can_read():  # read() with nothing pending would block
+        handle.read_all()
+    for _ in range(_STEPS_TO_FREE):  # the pipeline frees the request in the steps that follow
+        pipe.step()
+    usage = float(metrics.cache_usage) / 100.0
+    if usage <= 0:
+        log.warning("could not measure the KV block size; cached_tokens are counted without a capacity bound")
+        return None
+    blocks = round(1 / usage)
+    return int(metrics.kv_cache_size_in_bytes) // blocks if blocks else None

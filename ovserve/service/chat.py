@@ -108,7 +108,9 @@ class ChatService:
         self.models = models
         self.media = media
 
-    async def prepare(self, request: ChatCompletionRequest) -> ChatJob:
+    async def prepare(self, request: ChatCompletionRequest, job_type: type[ChatJob] | None = None) -> ChatJob:
+        """The job for ``request``; ``job_type`` is a ChatJob subclass another protocol builds on
+        (the Responses API), its own fields left at their defaults."""
         model = ready_model(self.models, request.model)
         templated = [_template_message(message) for message in request.messages]
         planned_images: list[ImageRequest] = []
@@ -139,7 +141,7 @@ class ChatService:
         if model.vision is not None:
             # Downloads and decoding come last, for requests that passed every other check.
             vision_prompt = VisionPrompt(prompt, await self.media.load(planned_images, model.vision.image_target))
-        return ChatJob(
+        return (job_type or ChatJob)(
             request=request,
             model=model,
             prompt_ids=prompt_ids,

@@ -39,6 +39,9 @@ class TokenCount:
     """Generated tokens of a request so far (every choice, every prompt)."""
 
     completion_tokens: int = 0
+    # Prompt tokens the engine's prefix cache served, summed over the request's prompts; None
+    # until (unless) the engine says.
+    cached_tokens: int | None = None
 
 
 @dataclass
@@ -55,6 +58,8 @@ async def follow_choices(
     async with contextlib.aclosing(outputs):  # type: ignore[type-var]
         async for output in outputs:
             count.completion_tokens += output.token_count
+            if output.cached_tokens is not None:
+                count.cached_tokens = (count.cached_tokens or 0) + output.cached_tokens
             state = choices.get(output.index)
             if state is None:
                 state = choices[output.index] = _ChoiceState(StopTrimmer(params.stop, include_stop=params.include_stop))
@@ -113,18 +118,19 @@ async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def usage(prompt_tokens: int, count: TokenCount, *, cached_tokens_known: bool) -> dict[str, Any]:
+def usage(prompt_tokens: int, count: TokenCount, *, prefix_caching: bool) -> dict[str, Any]:
     """OpenAI's usage object.
 
-    ``prompt_tokens_details.cached_tokens`` (MindIE, OpenAI) is reported only when it is known to
-    be 0, i.e. prefix caching is off: the engine does not say how many of a request's prompt
-    tokens its prefix cache served.
+    ``prompt_tokens_details.cached_tokens`` (OpenAI, MindIE) is 0 with prefix caching off, and
+    with it on what the engine's model of its prefix cache counted (ovserve.engine.prefix_cache);
+    it is left out when that is unknown (a VLM's prompts).
     """
     result: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": count.completion_tokens,
         "total_tokens": prompt_tokens + count.completion_tokens,
     }
-    if cached_tokens_known:
-        result["prompt_tokens_details"] = {"cached_tokens": 0}
+    cached = count.cached_tokens if prefix_caching else 0
+    if cached is not None:
+        result["prompt_tokens_details"] = {"cached_tokens": cached}
     return result

@@ -127,9 +127,9 @@ class ServedModel:
 
     @property
     def prefix_caching(self) -> bool:
-        # Prefix caching reuses KV blocks without telling which request they served: with it off,
-        # a request's cached prompt tokens are known to be 0; with it on they are unknown.
-        return self.spec.scheduler.enable_prefix_caching
+        """Whether the engine may serve prompt tokens from its prefix cache (the stateful pipeline
+        never does): with it off a request's cached tokens are 0; with it on the engine counts them."""
+        return self.kind.continuous_batching and self.spec.scheduler.enable_prefix_caching
 
     @classmethod
     def load(

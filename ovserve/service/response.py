@@ -198,6 +198,8 @@ class Job(ABC, Generic[RequestT]):
                 if self.recorder is not None:
                     self.recorder.tokens(delta.index, arrived)
             yield delta
+        if self.recorder is not None and self.count.cached_tokens is not None:
+            self.recorder.prefix_cache(self.prompt_tokens, self.count.cached_tokens)
 
     async def choices(self) -> list[Choice]:
         """Every choice, complete (a unary response)."""
@@ -208,8 +210,9 @@ class Job(ABC, Generic[RequestT]):
         self.finish_reasons = [choice.finish_reason for choice in choices]
         return choices
 
-    async def chunks(self, write: ChunkWriter) -> AsyncGenerator[dict[str, Any], None]:
-        """The stream: one chunk per choice object ``write`` makes, then the usage chunk if asked."""
+    async def steps(self) -> AsyncGenerator[tuple[Choice, ChoiceDelta, ParsedDelta, bool], None]:
+        """Every delta as it arrives: its choice (updated), the delta, what it parsed to, and whether
+        it is the choice's first. Finish reasons are recorded as choices finish."""
         choices: dict[int, Choice] = {}
         # aclosing: a disconnect (this generator closed) cancels the engine requests at once.
         async with contextlib.aclosing(self.run()) as deltas:
@@ -221,13 +224,19 @@ class Job(ABC, Generic[RequestT]):
                 step = choice.add(delta)
                 if delta.finished:
                     self.finish_reasons.append(choice.finish_reason)
+                yield choice, delta, step, first
+
+    async def chunks(self, write: ChunkWriter) -> AsyncGenerator[dict[str, Any], None]:
+        """The stream: one chunk per choice object ``write`` makes, then the usage chunk if asked."""
+        async with contextlib.aclosing(self.steps()) as steps:
+            async for choice, delta, step, first in steps:
                 for choice_object in write(choice, delta, step, first):
                     yield self.chunk([choice_object])
         if self.request.include_usage:
             yield {**self.chunk([]), "usage": self.usage()}
 
     def usage(self) -> dict[str, Any]:
-        return usage(self.prompt_tokens, self.count, cached_tokens_known=not self.model.prefix_caching)
+        return usage(self.prompt_tokens, self.count, prefix_caching=self.model.prefix_caching)
 
     def response(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
         return {

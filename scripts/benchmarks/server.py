@@ -113,6 +113,43 @@ async def stream_chat(
     return trace
 
 
+async def stream_responses(
+    session: aiohttp.ClientSession,
+    url: str,
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    trace: Trace,
+) -> Trace:
+    """:func:`stream_chat`'s request through ``/v3/responses`` (the messages as input items, stored
+    as by default): one token per ``response.output_text.delta`` event, as one per content chunk there."""
+    body = {
+        "model": MODEL_NAME,
+        "input": messages,
+        "max_output_tokens": max_tokens,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream": True,
+    }
+    trace.start = time.perf_counter()
+    parts: list[str] = []
+    async with session.post(f"{url}/v3/responses", json=body) as response:
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {(await response.text())[:500]}")
+        async for raw_line in response.content:
+            line = raw_line.strip()
+            if not line.startswith(b"data: "):
+                continue
+            event = json.loads(line[6:])
+            if event["type"] == "response.output_text.delta":
+                parts.append(event["delta"])
+                trace.add(time.perf_counter(), 1)
+            elif event["type"] == "response.failed":
+                raise RuntimeError(f"response failed: {event['response']['error']}")
+    trace.end = time.perf_counter()
+    trace.text = "".join(parts)
+    return trace
+
+
 async def warm_up(session: aiohttp.ClientSession, url: str) -> None:
     """One short request no measured request shares a prefix with: the first traffic is never concurrent."""
     messages = [{"role": "user", "content": "warm up the engine before the measured requests"}]

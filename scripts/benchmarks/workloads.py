@@ -23,7 +23,7 @@ from ovserve.service.models import ServedModel
 
 from .measure import Figures, Trace, ms, percentile, summary
 from .raw import RawDriver
-from .server import client_session, loop_lag_histogram, loop_lag_p99_ms, stream_chat, warm_up
+from .server import client_session, loop_lag_histogram, loop_lag_p99_ms, stream_chat, stream_responses, warm_up
 
 Messages = list[dict[str, Any]]
 
@@ -54,6 +54,7 @@ class Options:
     embed_batches: list[int] = field(default_factory=lambda: [1, 8, 64])
     embed_tokens: int = 128
     embed_inputs: int = 256
+    endpoint_rounds: int = 3
 
 
 class Prompts:
@@ -305,6 +306,7 @@ class _LateRequest(Workload):
     """Streams run; once each has a few tokens, one more request is admitted beside them. The
     figure is the streams' inter-token latency while that request is being prefilled."""
 
+    higher_is_better = False  # the headline is an inter-token latency
     warm_tokens: ClassVar[int] = 8  # tokens every stream has before the late request is sent
     stream_max_tokens: ClassVar[int] = 2048  # more than they need: the run stops once the window closed
 
@@ -404,6 +406,55 @@ class LongPrompt(_LateRequest):
             return await self._late_over_http(session, url, stream_messages, long_messages, self.stream_tokens(context))
 
 
+class Responses(Workload):
+    name = "responses"
+    description = (
+        "uniform's N concurrent streams on one server, through /v3/chat/completions and through /v3/responses "
+        "(the same messages as input items), alternated --endpoint_rounds (3) times each; medians"
+    )
+    headline = "responses_over_chat"
+    columns = (
+        ("chat_tok_s", "chat tok/s"),
+        ("responses_tok_s", "responses tok/s"),
+        ("responses_over_chat", "responses / chat"),
+        ("chat_ttft_p50_ms", "chat TTFT p50 ms"),
+        ("responses_ttft_p50_ms", "responses TTFT p50 ms"),
+        ("chat_itl_p50_ms", "chat ITL p50 ms"),
+        ("responses_itl_p50_ms", "responses ITL p50 ms"),
+    )
+    raw_note = "it compares two endpoints of the same server; uniform has the raw pipeline for this load"
+
+    def levels(self, options: Options) -> list[int]:
+        return options.concurrency
+
+    async def run_server(self, context: Context, url: str, level: int) -> Figures:
+        runs: dict[str, list[Figures]] = {"chat": [], "responses": []}
+        async with client_session() as session:
+            await warm_up(session, url)
+            for round_ in range(context.options.endpoint_rounds):
+                for endpoint, send in (("chat", stream_chat), ("responses", stream_responses)):
+                    # Each round's prompts are new: neither endpoint reuses the other's prefix.
+                    label = f"{context.run_label} {self.name} {level} round {round_} {endpoint}"
+                    requests = [
+                        (context.prompts.user(f"{label} request {i}", i, context.options.prompt_tokens),
+                         context.options.max_tokens)
+                        for i in range(level)
+                    ]  # fmt: skip
+                    start = time.perf_counter()
+                    traces = await asyncio.gather(
+                        *(send(session, url, m, n, Trace(endpoint, start)) for m, n in requests)
+                    )
+                    runs[endpoint].append(summary(list(traces), time.perf_counter() - start))
+        figures: Figures = {}
+        for endpoint, results in runs.items():
+            for key in ("tok_s", "ttft_p50_ms", "itl_p50_ms"):
+                values = [value for r in results if (value := r[key]) is not None]
+                figures[f"{endpoint}_{key}"] = statistics.median(values) if values else None
+        chat, responses = figures["chat_tok_s"], figures["responses_tok_s"]
+        figures["responses_over_chat"] = responses / chat if chat and responses is not None else None
+        return figures
+
+
 def _png_data_url(size: int = 224) -> str:
     import numpy as np
     from PIL import Image
@@ -452,7 +503,7 @@ class Vlm(_LateRequest):
 
 
 WORKLOADS: dict[str, Callable[[], Workload]] = {
-    w.name: w for w in (Uniform, MultiTurn, SharedSystemPrompt, LongPrompt, ManyStreams, Vlm)
+    w.name: w for w in (Uniform, MultiTurn, SharedSystemPrompt, LongPrompt, ManyStreams, Vlm, Responses)
 }
 
 

@@ -7,6 +7,7 @@ settings (a fixed seed makes sampled text a fingerprint of the settings), never 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Server, start_server
 from tests.e2e.test_chat_completions import sse_events
@@ -124,16 +126,57 @@ def test_request_body_over_max_request_mb_is_a_413(configured_server: Server) ->
     assert too_big.json()["error"]["code"] == "payload_too_large"
 
 
-def test_cached_tokens_are_reported_only_when_known(server: Server, tiny_llm: Path, tmp_path: Path) -> None:
-    # On (the default): the engine does not say how many prompt tokens its cache served, so the
-    # detail is left out rather than guessed.
-    for _ in range(2):
-        usage = chat(server).json()["usage"]
-        assert "prompt_tokens_details" not in usage and usage["prompt_tokens"] > 0
-    # Off: no prompt token can come from a cache.
+def _prefix_hits(server: Server) -> float:
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "ovserve_prefix_cache_hits_total" and sample.labels.get("model") == "tiny-llm":
+                return sample.value
+    return 0.0
+
+
+def test_cached_tokens_count_the_prompt_blocks_the_prefix_cache_serves(server: Server) -> None:
+    """Prefix caching on (the default): the engine's cache serves a resent prompt's whole 32-token
+    blocks (the block holding the prompt's end was filled by the answer, so it is not reused),
+    and a conversation's next turn reuses the previous turn's."""
+    client = server.client()
+    topic = f"conversation {uuid.uuid4().hex}: " + " ".join(["tell me about rivers and mountains"] * 12)
+    messages: list[dict[str, str]] = [{"role": "user", "content": topic}]
+    hits_before = _prefix_hits(server)
+    first = client.chat.completions.create(model="tiny-llm", messages=messages, max_tokens=8)  # type: ignore[arg-type]
+    again = client.chat.completions.create(model="tiny-llm", messages=messages, max_tokens=8)  # type: ignore[arg-type]
+    assert first.usage is not None and again.usage is not None
+    assert first.usage.prompt_tokens_details is not None and again.usage.prompt_tokens_details is not None
+    prompt_tokens = first.usage.prompt_tokens
+    assert prompt_tokens > 96
+    # The uuid makes everything after the template's first tokens new to the cache.
+    assert (first.usage.prompt_tokens_details.cached_tokens or 0) < 64
+    assert again.usage.prompt_tokens_details.cached_tokens == prompt_tokens // 32 * 32
+    # The next turn: the history (with the answer re-tokenized from its text) is resent.
+    messages += [
+        {"role": "assistant", "content": again.choices[0].message.content or ""},
+        {"role": "user", "content": "and what about the sea?"},
+    ]
+    stream = client.chat.completions.create(
+        model="tiny-llm",
+        messages=messages,  # type: ignore[arg-type]
+        max_tokens=8,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    usage = [chunk.usage for chunk in stream if chunk.usage is not None][-1]
+    assert usage.prompt_tokens_details is not None
+    next_turn_cached = usage.prompt_tokens_details.cached_tokens or 0
+    assert prompt_tokens // 32 * 32 <= next_turn_cached < usage.prompt_tokens
+    served = (first.usage.prompt_tokens_details.cached_tokens or 0) + prompt_tokens // 32 * 32 + next_turn_cached
+    assert _prefix_hits(server) - hits_before == served
+
+
+def test_cached_tokens_are_zero_with_prefix_caching_off(tiny_llm: Path, tmp_path: Path) -> None:
     uncached = start_server(tmp_path, tiny_llm, "--enable_prefix_caching", "false")
     try:
-        assert chat(uncached).json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+        for _ in range(2):
+            assert chat(uncached).json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
     finally:
         uncached.stop()
 

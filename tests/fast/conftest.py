@@ -43,13 +43,13 @@ ServeFactory = Callable[..., Awaitable[Served]]
 @pytest.fixture
 async def serve(aiohttp_client: Any) -> AsyncIterator[ServeFactory]:
     """``await serve(fast_model(...), ...)``: the app on those models; waits for the engines unless
-    ``wait=False``."""
+    ``wait=False``; keyword arguments are server settings."""
     made: list[FastModel] = []
 
-    async def start(*models: FastModel, wait: bool = True) -> Served:
+    async def start(*models: FastModel, wait: bool = True, **settings_fields: Any) -> Served:
         made.extend(models)
         # model_construct: the model settings point at no model directory.
-        settings = ServerSettings.model_construct(models=[fast.model.settings for fast in models])
+        settings = ServerSettings.model_construct(models=[fast.model.settings for fast in models], **settings_fields)
         app = create_app(settings, ModelRegistry([fast.model for fast in models]))
         client = await aiohttp_client(app)
         if wait:

@@ -126,14 +126,21 @@ class Served:
 
 
 def parse_sse(text: str) -> list[Any]:
-    """The ``data:`` payloads of an event stream, JSON-decoded except the final ``[DONE]``."""
+    """The ``data:`` payloads of an event stream, JSON-decoded except the final ``[DONE]``.
+
+    A named event (the Responses API's ``event:`` line) must name its payload's ``type``.
+    """
     events: list[Any] = []
     for block in text.split("\n\n"):
         if not block.strip():
             continue
+        name = None
+        if block.startswith("event: "):
+            name, _, block = block.removeprefix("event: ").partition("\n")
         assert block.startswith("data: "), block
         payload = block.removeprefix("data: ")
         events.append(payload if payload == "[DONE]" else json.loads(payload))
+        assert name is None or events[-1]["type"] == name, (name, events[-1])
     return events
 
 

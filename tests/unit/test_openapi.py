@@ -16,9 +16,14 @@ from referencing.jsonschema import DRAFT202012
 from ovserve.api import keys
 from ovserve.api.routes import add_routes
 from ovserve.protocol import ChatCompletionRequest, CompletionRequest
+from ovserve.protocol_responses import ResponsesRequest
 from ovserve.service.models import ModelRegistry
 
-PATHS = {"/v3/chat/completions": ChatCompletionRequest, "/v3/completions": CompletionRequest}
+PATHS = {
+    "/v3/chat/completions": ChatCompletionRequest,
+    "/v3/completions": CompletionRequest,
+    "/v3/responses": ResponsesRequest,
+}
 
 
 async def served_document() -> dict[str, Any]:
@@ -87,6 +92,16 @@ TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "argu
         ("/v3/completions", {"model": "tiny-llm", "prompt": "hi", "stop": ["a", "b", "c", "d", "e"]}, False),
         ("/v3/completions", {"model": "tiny-llm", "prompt": "hi", "stop": ""}, False),
         ("/v3/completions", {"model": "tiny-llm", "prompt": "hi", "stop": ["a", ""]}, False),
+        ("/v3/responses", {"model": "tiny-llm", "input": "hi", "store": None}, True),
+        ("/v3/responses", {"model": "tiny-llm", "input": [{"role": "user", "content": "hi"}]}, True),
+        (
+            "/v3/responses",
+            {"model": "tiny-llm", "input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]},
+            True,
+        ),
+        ("/v3/responses", {"model": "tiny-llm"}, False),
+        ("/v3/responses", {"model": "tiny-llm", "input": [{"type": "item_reference", "id": "x"}]}, False),
+        ("/v3/responses", {"model": "tiny-llm", "input": "hi", "tools": [{"type": "web_search"}]}, False),
     ],
 )
 async def test_openapi_request_schema_agrees_with_the_request_models(
@@ -98,7 +113,9 @@ async def test_openapi_request_schema_agrees_with_the_request_models(
         assert _model_accepts(PATHS[path], body) is valid
 
 
-def _model_accepts(model: type[ChatCompletionRequest | CompletionRequest], body: dict[str, Any]) -> bool:
+def _model_accepts(
+    model: type[ChatCompletionRequest | CompletionRequest | ResponsesRequest], body: dict[str, Any]
+) -> bool:
     try:
         model.model_validate(body)
     except ValueError:
@@ -112,7 +129,11 @@ WRONG_TYPES: list[Any] = [True, 0, 1, 1.5, "1", "true", [], {}]
 
 async def test_openapi_type_mutations_are_refused_by_the_request_models() -> None:
     document = await served_document()
-    bases = {"/v3/chat/completions": {"model": "tiny-llm", "messages": MESSAGES}, "/v3/completions": PROMPT}
+    bases = {
+        "/v3/chat/completions": {"model": "tiny-llm", "messages": MESSAGES},
+        "/v3/completions": PROMPT,
+        "/v3/responses": {"model": "tiny-llm", "input": "hi"},
+    }
     accepted = []
     for path, model in PATHS.items():
         validator = body_validator(document, path)

@@ -111,3 +111,14 @@ def test_without_a_vocabulary_a_long_text_is_counted_in_chunks_and_refused_early
     # Every call was one bounded chunk, and counting stopped long before the end of the text.
     assert counting.encoded_chars and max(counting.encoded_chars) <= CHUNK_CHARS
     assert sum(counting.encoded_chars) < len(text) // 10
+
+
+def test_a_long_text_with_fewer_bytes_than_the_limit_is_encoded_once(raw_tokenizer: Any) -> None:
+    counting = _CountingTokenizer(raw_tokenizer)
+    tokenizer = PromptTokenizer(counting, "tiny-llm")
+    counting.encoded_chars.clear()
+    text = "the quick brown fox jumps over the lazy dog. " * (2 * CHUNK_CHARS // 45)
+    ids = asyncio.run(tokenizer.encode(text, add_special_tokens=False, limit=len(text.encode()) + 8))
+    # One pass over the whole text, no counting pass in chunks before it.
+    assert counting.encoded_chars == [len(text)]
+    assert ids == [int(i) for i in raw_tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]

@@ -1,0 +1,133 @@
+"""HTTP handlers of the Responses API: ``POST /v3/responses``, ``GET`` and ``DELETE /v3/responses/{id}``.
+
+The create handler shares the chat endpoints' whole request path (:func:`ovserve.api.routes.generate`:
+body, admission, deadline, metrics, disconnects); what differs is parsing (:func:`parse_responses_request`)
+and the stream's shape (named events, ``response.failed`` on a failure after the first byte).
+
+Parsing: built-in tools are refused first with their own message; the fields the Responses API
+owns are validated by :class:`~ovserve.protocol_responses.ResponsesRequest`; every other field
+goes through the chat field policy (``ovserve.api.field_policy``), so other servers' sampling
+names are mapped, refused or ignored exactly as on ``/v3/chat/completions``. A validation error's
+``param`` is the JSON path of the offending value (``input.2.content.0.image_url``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from ovserve.api import keys
+from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
+from ovserve.api.routes import _TYPE_TAG, _json_response, generate
+from ovserve.api.sse import NamedEventWriter
+from ovserve.errors import BadRequestError, UnsupportedParameterError
+from ovserve.protocol import ChatCompletionRequest
+from ovserve.protocol_responses import ResponsesRequest, builtin_tool_refusal, is_tag
+
+log = logging.getLogger(__name__)
+
+ENDPOINT = "responses"
+# Fields only the Responses API has: validated by its model, never by the chat field policy (which
+# would, e.g., drop "store" and "metadata" as chat metadata).
+_OWNED = frozenset(ResponsesRequest.model_fields) - frozenset(ChatCompletionRequest.model_fields)
+# Chat fields with a Responses equivalent: refused with a pointer rather than ignored.
+_CHAT_ONLY = {
+    "messages": "input",
+    "response_format": "text.format",
+    "max_completion_tokens": "max_output_tokens",
+}
+
+
+# OpenAI Responses fields that would change the output and have no equivalent here.
+_UNSUPPORTED = {
+    "conversation": "conversation objects are not supported; continue a response with previous_response_id",
+    "prompt": "stored prompt templates are not supported; send instructions and input",
+}
+
+
+def parse_responses_request(request: web.Request, payload: dict[str, Any]) -> ResponsesRequest:
+    refusal = builtin_tool_refusal(payload.get("tools"))
+    if refusal is not None:
+        message, param = refusal
+        raise UnsupportedParameterError(message, param=param)
+    for name, why in _UNSUPPORTED.items():
+        if payload.get(name) is not None:
+            raise UnsupportedParameterError(f"'{name}' is not supported: {why}", param=name)
+    for name, instead in _CHAT_ONLY.items():
+        if name in payload:
+            message = f"'{name}' is a chat completions field; the Responses API takes '{instead}'"
+            raise BadRequestError(message, param=name)
+    mode = parse_extra_parameters(request.headers.get("extra-parameters"))
+    owned = {name: value for name, value in payload.items() if name in _OWNED}
+    rest = {name: value for name, value in payload.items() if name not in _OWNED}
+    cleaned, dropped = apply_field_policy(rest, Endpoint.CHAT, frozenset(ResponsesRequest.model_fields), mode)
+    try:
+        parsed = ResponsesRequest.model_validate({**owned, **cleaned})
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    ignored = sorted({*dropped, *parsed.unknown_fields()})
+    if ignored:
+        log.info("responses request to %r: ignoring fields %s", parsed.model, ignored)
+    if parsed.include:
+        log.info("responses request to %r: nothing to include for %s", parsed.model, parsed.include)
+    return parsed
+
+
+def validation_error(exc: ValidationError) -> BadRequestError:
+    """Pydantic's first complaint with the JSON path of the value as param (union tags taken out)."""
+    first = exc.errors(include_url=False)[0]
+    path: list[str] = []
+    after_tag = False
+    for part in first["loc"]:
+        if is_tag(part):
+            after_tag = True
+            continue
+        if isinstance(part, str) and _TYPE_TAG.match(part):
+            break  # a member of a plain union ("literal[...]", "FunctionToolChoice"): the field is the param
+        path.append(str(part))
+    # text.format is discriminated by "type" as a field: pydantic puts the member's tag after it.
+    if path[:2] == ["text", "format"] and len(path) > 2 and first["type"] not in ("union_tag_invalid",):
+        path = [*path[:2], *path[3:]]
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        if isinstance(first["input"], dict):
+            path.append("type")
+            if first["type"] == "union_tag_invalid":
+                expected = first["ctx"]["expected_tags"].replace("<", "").replace(">", "")
+                tag = first["ctx"]["tag"].strip("<>")
+                message = f"'{tag}' is not supported here (expected one of {expected})"
+            else:
+                message = "Field required"
+        else:
+            message = "must be an object"
+    elif first["type"] == "list_type" and after_tag and first["loc"][-1] == "<list>":
+        message = "Input should be a string or a list"
+    location = ".".join(path)
+    return BadRequestError(f"{location}: {message}" if location else message, param=location or None)
+
+
+async def create_response(request: web.Request) -> web.StreamResponse:
+    service = request.app[keys.RESPONSES]
+
+    def parse(payload: dict[str, Any]) -> ResponsesRequest:
+        return parse_responses_request(request, payload)
+
+    return await generate(request, ENDPOINT, parse, service, writer=NamedEventWriter, failure=service.failed_event)
+
+
+async def get_response(request: web.Request) -> web.Response:
+    return _json_response(await request.app[keys.RESPONSES].retrieve(request.match_info["response_id"]))
+
+
+async def delete_response(request: web.Request) -> web.Response:
+    return _json_response(await request.app[keys.RESPONSES].delete(request.match_info["response_id"]))
+
+
+def add_response_routes(app: web.Application) -> None:
+    for prefix in ("/v3", "/v1", ""):
+        app.router.add_post(f"{prefix}/responses", create_response)
+        app.router.add_get(f"{prefix}/responses/{{response_id}}", get_response)
+        app.router.add_delete(f"{prefix}/responses/{{response_id}}", delete_response)
