@@ -30,6 +30,7 @@ from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry, ServedModel
 from ovserve.service.response_store import ResponseStore
 from ovserve.service.responses import ResponsesService
+from ovserve.service.retrieval import RetrievalService
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,7 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.DRAIN] = drain
     app[keys.CHAT] = ChatService(models, app[keys.MEDIA])
     app[keys.COMPLETIONS] = CompletionService(models)
+    app[keys.RETRIEVAL] = RetrievalService(models)
     store = ResponseStore(
         settings.responses_store,
         max_count=settings.responses_store_max_count,

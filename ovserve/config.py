@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import re
 import typing
 from collections.abc import Mapping
@@ -38,11 +39,15 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, SchedulerSettings
+from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, RetrievalSettings, SchedulerSettings
 from ovserve.graph import GraphError, GraphSettings, parse_graph, read_config
 from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
 
+log = logging.getLogger(__name__)
+
 PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
+# What a model serves: OVMS's export_model.py task names (its graph's calculator says the same).
+Task = Literal["text_generation", "embeddings", "rerank"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 # A field marked with this is set by deployment files or by the code, never by a flag.
@@ -93,6 +98,10 @@ class ModelSettings(BaseModel):
     path: Path = Field(validation_alias="model_path", description="directory of an OpenVINO IR model")
     # Where the settings came from, for error messages.
     source: str = Field(default="the command line", json_schema_extra=NOT_A_FLAG)
+    task: Task = Field(
+        default="text_generation",
+        description="text_generation (chat, completions), embeddings or rerank; a graph's calculator sets it",
+    )
     pipeline_type: PipelineType = Field(
         default="AUTO", description="AUTO: stateful LM on NPU, continuous batching elsewhere"
     )
@@ -107,6 +116,7 @@ class ModelSettings(BaseModel):
     )
     device: str = Field(default="CPU", description="OpenVINO device: CPU, GPU, NPU, ... (passed through)")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     max_tokens_limit: int | None = Field(default=None, ge=1, description="upper bound (and default) for max_tokens")
     best_of_limit: int = Field(default=20, ge=1, description="largest best_of / n a request may ask (OVMS default 20)")
     tool_parser: str | None = Field(
@@ -128,7 +138,7 @@ class ModelSettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _scheduler_options_are_flat(cls, data: Any) -> Any:
-        return _lift_flat(data, "scheduler", SchedulerSettings)
+        return _lift_flat(_lift_flat(data, "scheduler", SchedulerSettings), "retrieval", RetrievalSettings)
 
     @field_validator("plugin_config", mode="before")
     @classmethod
@@ -192,6 +202,9 @@ class ModelSettings(BaseModel):
                 f"{self.source}: draft_models_path (speculative decoding) and prompt_lookup in plugin_config "
                 "exclude each other"
             )
+        if self.task != "text_generation" and (self.draft_path is not None or self.pipeline_type != "AUTO"):
+            # Generation settings mean nothing to a retrieval pipeline; said once, at load.
+            log.warning("%s: a %s model ignores draft_models_path and pipeline_type", self.source, self.task)
         if self.pipeline_type == "VLM":
             raise ValueError(f"{self.source}: pipeline_type VLM (stateful) is not supported; use VLM_CB or AUTO")
         return self
@@ -199,6 +212,10 @@ class ModelSettings(BaseModel):
     @property
     def pipeline_kind(self) -> PipelineKind:
         """OVMS's AUTO: the stateful LLMPipeline on NPU, continuous batching elsewhere."""
+        if self.task == "embeddings":
+            return PipelineKind.EMBEDDINGS
+        if self.task == "rerank":
+            return PipelineKind.RERANK
         if self.pipeline_type == "LM" or (self.pipeline_type == "AUTO" and self.device.upper().startswith("NPU")):
             return PipelineKind.STATEFUL
         if self.draft_path is not None:
@@ -239,8 +256,36 @@ class ModelSettings(BaseModel):
             draft_models_path=self.draft_path.resolve() if self.draft_path else None,
             draft_device=self.draft_device,
             draft_scheduler=draft_scheduler,
+            retrieval=self.retrieval,
+            max_input_tokens=self.max_input_tokens() if not self.pipeline_kind.generates else None,
             fault=EngineFault.from_environment(),  # the one place the test hook's variable is read
         )
+
+    def max_input_tokens(self) -> int:
+        """Embeddings / rerank: the most tokens one input may have: the graph's (or flag's)
+        max_position_embeddings, else the model's own config.json."""
+        if self.retrieval.max_position_embeddings is not None:
+            return self.retrieval.max_position_embeddings
+        return read_context_length(self.path)
+
+
+# config.json keys that carry the context length, in the order HF model families use them.
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+_FALLBACK_CONTEXT = 4096
+
+
+def read_context_length(model_dir: Path) -> int:
+    """The model's context length from its ``config.json`` (4096 when it names none)."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        log.warning("no readable config.json in %s; assuming a %d-token context", model_dir, _FALLBACK_CONTEXT)
+        return _FALLBACK_CONTEXT
+    for section in (config, config.get("text_config") or {}):
+        for key in _CONTEXT_KEYS:
+            if isinstance(section.get(key), int):
+                return int(section[key])
+    return _FALLBACK_CONTEXT
 
 
 ALL_MEDIA_DOMAINS = "all"

@@ -1,8 +1,10 @@
 """Reads OVMS model repositories: ``config.json`` and each model's ``graph.pbtxt``.
 
 The graph is parsed with the protobuf package's own text-format parser against a schema built
-at run time (no protoc): the subset of MediaPipe's ``CalculatorGraphConfig`` that OVMS LLM graphs
-use, and OVMS's ``LLMCalculatorOptions`` (src/llm/llm_calculator.proto). The parse is strict
+at run time (no protoc): the subset of MediaPipe's ``CalculatorGraphConfig`` that OVMS graphs
+use, and OVMS's ``LLMCalculatorOptions`` (src/llm/llm_calculator.proto),
+``EmbeddingsCalculatorOVOptions`` and ``RerankCalculatorOVOptions``: the node's options type says
+the model's task (text generation, embeddings, rerank). The parse is strict
 about fields, so a misspelled option is reported with its line and name instead of being
 silently dropped; only *extensions* of unknown types (other handlers' options) are tolerated.
 """
@@ -65,6 +67,29 @@ _LLM_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
 ]
 PIPELINE_TYPES = ("LM", "VLM", "LM_CB", "VLM_CB", "AUTO")
 
+# OVMS's EmbeddingsCalculatorOVOptions (src/embeddings) and RerankCalculatorOVOptions (src/rerank).
+# The text format names fields, so only names and types matter here.
+_EMBEDDINGS_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
+    ("models_path", 1, "string"),
+    ("normalize_embeddings", 2, "bool"),
+    ("target_device", 3, "string"),
+    ("plugin_config", 4, "string"),
+    ("pooling", 5, ".mediapipe.EmbeddingsCalculatorOVOptions.Pooling"),
+    ("truncate", 6, "bool"),
+    ("max_position_embeddings", 7, "uint32"),
+    ("max_allowed_chunks", 8, "uint64"),
+    # ovserve's own: OVMS has no such option (a graph using it is ovserve-only).
+    ("matryoshka_embeddings", 1001, "bool"),
+]
+_RERANK_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
+    ("models_path", 1, "string"),
+    ("max_allowed_chunks", 2, "uint64"),
+    ("max_position_embeddings", 3, "uint32"),
+    ("target_device", 4, "string"),
+    ("plugin_config", 5, "string"),
+]
+POOLING_TYPES = ("CLS", "LAST", "MEAN")
+
 # OVMS options ovserve understands but does not implement: refused at startup, never ignored.
 UNSUPPORTED_OPTIONS = {
     "draft_eagle3_mode": "EAGLE-3 draft models",
@@ -92,7 +117,7 @@ def _field(name: str, number: int, type_name: str, label: int = _OPTIONAL) -> de
     proto = _F(name=name, number=number, label=label)
     if type_name in _TYPES:
         proto.type = _TYPES[type_name]
-    elif type_name.endswith(("PipelineType", "ChatTemplateMode")):
+    elif type_name.endswith(("PipelineType", "ChatTemplateMode", "Pooling")):
         proto.type = _F.TYPE_ENUM
         proto.type_name = type_name
     else:
@@ -176,15 +201,31 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
             value=[descriptor_pb2.EnumValueDescriptorProto(name=n, number=i) for i, n in enumerate(("MINJA", "JINJA"))],
         )
     )
-    f.message_type.extend([options, sync_set, sync_options, handler, stream_info, node, graph, llm])
+    embeddings = _message("EmbeddingsCalculatorOVOptions", [_field(*spec) for spec in _EMBEDDINGS_OPTIONS_FIELDS])
+    embeddings.enum_type.append(
+        descriptor_pb2.EnumDescriptorProto(
+            name="Pooling",
+            value=[descriptor_pb2.EnumValueDescriptorProto(name=n, number=i) for i, n in enumerate(POOLING_TYPES)],
+        )
+    )
+    rerank = _message("RerankCalculatorOVOptions", [_field(*spec) for spec in _RERANK_OPTIONS_FIELDS])
+    f.message_type.extend([options, sync_set, sync_options, handler, stream_info, node, graph, llm, embeddings, rerank])
     pool.Add(f)
     return pool
 
 
 _POOL = _build_pool()
 _GRAPH_CLASS = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("mediapipe.CalculatorGraphConfig"))
-_LLM_OPTIONS_CLASS = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("mediapipe.LLMCalculatorOptions"))
 _LLM_OPTIONS_TYPE = "mediapipe.LLMCalculatorOptions"
+# The node options each task's calculator takes, and the task they declare.
+_TASK_OF_OPTIONS = {
+    _LLM_OPTIONS_TYPE: "text_generation",
+    "mediapipe.EmbeddingsCalculatorOVOptions": "embeddings",
+    "mediapipe.RerankCalculatorOVOptions": "rerank",
+}
+_OPTIONS_CLASSES = {
+    name: message_factory.GetMessageClass(_POOL.FindMessageTypeByName(name)) for name in _TASK_OF_OPTIONS
+}
 
 
 @dataclass(frozen=True)
@@ -221,21 +262,45 @@ def parse_graph(graph_path: Path) -> GraphSettings:
         # ParseError messages carry "line:column : what"; keep them, prefixed by the file.
         raise GraphError(f"{graph_path}:{exc}") from exc
 
-    found: list[Any] = []
+    found: list[tuple[str, Any]] = []
     for node in graph.node:
         for option in node.node_options:
-            if option.TypeName() == _LLM_OPTIONS_TYPE:
-                options = _LLM_OPTIONS_CLASS()
+            options_class = _OPTIONS_CLASSES.get(option.TypeName())
+            if options_class is not None:
+                options = options_class()
                 option.Unpack(options)
-                found.append(options)
+                found.append((option.TypeName(), options))
     if not found:
         raise GraphError(
-            f"{graph_path}: no node has [type.googleapis.com / mediapipe.LLMCalculatorOptions] node_options; "
-            "ovserve serves LLM graphs (HttpLLMCalculator)"
+            f"{graph_path}: no node has [type.googleapis.com / mediapipe.LLMCalculatorOptions] (or "
+            "EmbeddingsCalculatorOVOptions, RerankCalculatorOVOptions) node_options; ovserve serves LLM, "
+            "embeddings and rerank graphs"
         )
     if len(found) > 1:
-        raise GraphError(f"{graph_path}: {len(found)} LLM nodes found; a graph serves exactly one model")
-    return _to_settings(graph_path, text, found[0])
+        raise GraphError(f"{graph_path}: {len(found)} model nodes found; a graph serves exactly one model")
+    type_name, options = found[0]
+    if type_name != _LLM_OPTIONS_TYPE:
+        return _retrieval_settings(graph_path, text, _TASK_OF_OPTIONS[type_name], options)
+    return _to_settings(graph_path, text, options)
+
+
+def _retrieval_settings(graph_path: Path, text: str, task: str, options: Any) -> GraphSettings:
+    """An embeddings or rerank node: OVMS names the device ``target_device``; the rest keep their names."""
+    if not options.HasField("models_path"):
+        raise GraphError(f"{graph_path}: field 'models_path' is required in the {task} node's options")
+    settings = GraphSettings(graph_path=graph_path, values={"task": task})
+    for descriptor, value in options.ListFields():
+        option = descriptor.name
+        setting = {"models_path": "path", "target_device": "device"}.get(option, option)
+        if option == "models_path":
+            value = (graph_path.parent / value).resolve()
+        elif option == "pooling":
+            value = POOLING_TYPES[value]
+        elif option == "target_device" and not value:
+            continue  # "" means the default device
+        settings.values[setting] = value
+        settings.places[setting] = f"{graph_path}:{_line_of(text, option)}: field '{option}'"
+    return settings
 
 
 # Draft options: the draft model's scheduler overrides, and its device.

@@ -11,6 +11,8 @@ Workloads (``--workloads``, default ``uniform``; ``all`` for every one):
   vlm                   text streams on the VLM with an image request admitted (server only)
   responses             uniform's streams through /v3/chat/completions and /v3/responses, alternated (server only)
   bandwidth             memory read bandwidth -> the one-stream decode ceiling of the model
+  embeddings            embeddings/s for batches of 1, 8, 64 inputs of 128 tokens (--embed_model_path, default:
+                        the BERT-base-shaped bench-bert-base-embed, built if absent)
 
 Every request is greedy with ignore_eos. The raw ContinuousBatchingPipeline runs in this process
 first, built from the engine spec the server builds for the same flags, then ``ovserve serve``
@@ -52,6 +54,7 @@ from ovserve.config import ModelSettings  # noqa: E402
 from ovserve.engine.spec import EngineSpec  # noqa: E402
 from ovserve.service.models import ServedModel  # noqa: E402
 from scripts.benchmarks import bandwidth  # noqa: E402
+from scripts.benchmarks.embeddings import Embeddings  # noqa: E402
 from scripts.benchmarks.measure import Figures  # noqa: E402
 from scripts.benchmarks.report import (  # noqa: E402
     Result,
@@ -63,7 +66,14 @@ from scripts.benchmarks.report import (  # noqa: E402
 )
 from scripts.benchmarks.server import MODEL_NAME, running_server  # noqa: E402
 from scripts.benchmarks.workloads import WORKLOADS, Context, Options, Prompts, Workload  # noqa: E402
-from scripts.make_demo_models import build_benchmark_model, build_demo_models  # noqa: E402
+from scripts.make_demo_models import (  # noqa: E402
+    BENCH_EMBED,
+    build_benchmark_model,
+    build_demo_models,
+    build_retrieval_models,
+)
+
+WORKLOADS = {**WORKLOADS, Embeddings.name: Embeddings}
 
 BANDWIDTH = "bandwidth"
 
@@ -95,6 +105,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--compare", type=Path, metavar="OLD.json", help="print this run against an earlier --out")
     parser.add_argument("--model_path", type=Path, help="text model (default: build/reuse the benchmark model)")
     parser.add_argument("--vlm_model_path", type=Path, help="VLM for 'vlm' (default: models/tiny-vlm)")
+    parser.add_argument(
+        "--embed_model_path", type=Path, help=f"embedding model for 'embeddings' (default: models/{BENCH_EMBED})"
+    )
     parser.add_argument("--models_dir", type=Path, default=ROOT / "models")
     parser.add_argument("--port", type=int, default=8765)
     defaults = Options()
@@ -196,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     tables = []
     for name in names:
         workload = WORKLOADS[name]()
-        workload_results = run_workload(workload, args, vlm_dir if workload.vlm else model_dir, context)
+        workload_dir = vlm_dir if workload.vlm else model_dir
+        if isinstance(workload, Embeddings):
+            workload_dir = args.embed_model_path or build_retrieval_models(args.models_dir, benchmark=True)[BENCH_EMBED]
+            workload.model_dir = workload_dir
+        workload_results = run_workload(workload, args, workload_dir, context)
         results += workload_results
         tables.append(workload_table(workload, workload_results))
     probe = None

@@ -14,6 +14,9 @@ Output layout (``OUT_DIR``)::
     bench-qwen2.5-0.5b-int8/     Qwen2.5-0.5B shape, int8 weights (only with --benchmark)
     bench-llava-clip-l336/       LLaVA: CLIP ViT-L/14 at 336 px + tiny-llm-shaped Qwen2 (only with
                                  --benchmark_vlm)
+    tiny-embed/                  BERT, hidden 64, 2 layers, fp16 IR: embeddings (served with MEAN pooling)
+    tiny-rerank/                 BERT cross-encoder (one-label classifier), hidden 64, 2 layers, fp16 IR
+    bench-bert-base-embed/       BERT-base shape, fp16: the embeddings benchmark (only with --benchmark)
 
 Every model directory holds ``openvino_model.{xml,bin}`` (tiny-vlm: the language, text-embeddings
 and vision-embeddings IRs plus ``preprocessor_config.json``), ``openvino_{de,}tokenizer.{xml,bin}``,
@@ -763,6 +766,174 @@ def build_benchmark_vlm(out_dir: Path, force: bool = False) -> Path:
     return _build([BENCH_VLM_SPEC], Path(out_dir), force)[BENCH_VLM]
 
 
+# -- retrieval models: a tiny embedding model and a tiny cross-encoder reranker -------------------
+#
+# BERT-shaped, as the sentence-transformers models OVMS's embeddings demo serves: a WordPiece
+# tokenizer whose post-processor writes [CLS] text [SEP] (and [CLS] query [SEP] document [SEP] for
+# pairs, which the reranker needs), trained on the same stdlib corpus. The embedding model is served
+# with MEAN pooling and normalisation (OVMS's documented setup for e.g. all-MiniLM-L6-v2); the
+# reranker is a BertForSequenceClassification with one label, whose score the pipeline passes
+# through a sigmoid.
+
+RETRIEVAL_MODELS_VERSION = "ovserve-retrieval-models/1"
+TINY_EMBED = "tiny-embed"
+TINY_RERANK = "tiny-rerank"
+BENCH_EMBED = "bench-bert-base-embed"
+RETRIEVAL_VOCAB_SIZE = 3000
+BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+@dataclass(frozen=True)
+class RetrievalSpec:
+    name: str
+    kind: str  # "embeddings" or "rerank"
+    hidden_size: int
+    layers: int
+    heads: int
+    max_position_embeddings: int = 512
+    # A random classifier head scores every pair ~0.5; a wider one spreads the scores, so that
+    # sorting by relevance is visible in tests.
+    classifier_std: float = 2.0
+
+
+TINY_EMBED_SPEC = RetrievalSpec(TINY_EMBED, "embeddings", hidden_size=64, layers=2, heads=4)
+TINY_RERANK_SPEC = RetrievalSpec(TINY_RERANK, "rerank", hidden_size=64, layers=2, heads=4)
+# BERT-base shape (110M parameters with a real vocabulary; ~88M here), fp16: the embeddings benchmark.
+BENCH_EMBED_SPEC = RetrievalSpec(BENCH_EMBED, "embeddings", hidden_size=768, layers=12, heads=12)
+
+
+def is_retrieval_complete(model_dir: Path) -> bool:
+    marker = model_dir / MARKER_NAME
+    try:
+        return marker.read_text(encoding="utf-8").strip() == RETRIEVAL_MODELS_VERSION
+    except OSError:
+        return False
+
+
+def bert_tokenizer_class() -> Any:
+    """transformers' BertTokenizerFast (exported lazily, so invisible to type checkers)."""
+    import transformers
+
+    return getattr(transformers, "BertTokenizerFast")  # noqa: B009
+
+
+def build_wordpiece_tokenizer(out_dir: Path) -> Path:
+    """A lower-casing WordPiece tokenizer with BERT's specials and single/pair templates."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    BertTokenizerFast = bert_tokenizer_class()
+
+    backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    backend.normalizer = normalizers.BertNormalizer(lowercase=True)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=RETRIEVAL_VOCAB_SIZE, special_tokens=BERT_SPECIALS, show_progress=False
+    )
+    backend.train_from_iterator(_corpus(), trainer)
+    cls_id, sep_id = backend.token_to_id("[CLS]"), backend.token_to_id("[SEP]")
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    tokenizer = BertTokenizerFast(tokenizer_object=backend, model_max_length=512)
+    tokenizer.save_pretrained(str(out_dir))
+    return out_dir
+
+
+def build_retrieval_checkpoint(spec: RetrievalSpec, tokenizer_dir: Path, hf_dir: Path) -> Path:
+    """Save a seeded random BERT (``BertModel``, or a one-label ``BertForSequenceClassification`` for
+    a reranker) plus the tokenizer to ``hf_dir``: what a user would download from the Hub."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertModel
+
+    tokenizer = bert_tokenizer_class().from_pretrained(str(tokenizer_dir))
+    torch.manual_seed(SEED)
+    shape: dict[str, Any] = {  # BertConfig's keyword arguments are untyped (**kwargs)
+        "vocab_size": len(tokenizer),
+        "hidden_size": spec.hidden_size,
+        "num_hidden_layers": spec.layers,
+        "num_attention_heads": spec.heads,
+        "intermediate_size": spec.hidden_size * 4,
+        "max_position_embeddings": spec.max_position_embeddings,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    config = BertConfig(**shape)
+    model: Any
+    if spec.kind == "rerank":
+        config.num_labels = 1
+        model = BertForSequenceClassification(config).eval()
+        with torch.no_grad():
+            model.classifier.weight.normal_(0.0, spec.classifier_std)
+    else:
+        model = BertModel(config, add_pooling_layer=False).eval()
+    model.save_pretrained(str(hf_dir))
+    tokenizer.save_pretrained(str(hf_dir))
+    return hf_dir
+
+
+def _build_retrieval_one(spec: RetrievalSpec, out_dir: Path, scratch: Path, tokenizer_dir: Path) -> Path:
+    from optimum.exporters.openvino import main_export
+    from optimum.intel import OVConfig
+
+    started = time.monotonic()
+    hf_dir = scratch / "hf" / spec.name
+    ov_dir = scratch / "ov" / spec.name
+    with _quiet_export(scratch):
+        _log(f"{spec.name}: creating random checkpoint")
+        build_retrieval_checkpoint(spec, tokenizer_dir, hf_dir)
+        _log(f"{spec.name}: exporting to OpenVINO (fp16)")
+        main_export(
+            model_name_or_path=str(hf_dir),
+            output=ov_dir,
+            task="feature-extraction" if spec.kind == "embeddings" else "text-classification",
+            convert_tokenizer=True,
+            library_name="transformers",
+            local_files_only=True,
+            ov_config=OVConfig(dtype="fp16"),
+        )
+    missing = [name for name in ("openvino_model.xml", "openvino_tokenizer.xml") if not (ov_dir / name).is_file()]
+    if missing:
+        raise RuntimeError(f"export into {ov_dir} is missing {missing}")
+    (ov_dir / MARKER_NAME).write_text(RETRIEVAL_MODELS_VERSION + "\n", encoding="utf-8")
+    target = out_dir / spec.name
+    if target.exists():
+        os.replace(target, scratch / f"stale-{spec.name}")
+    os.replace(ov_dir, target)
+    shutil.rmtree(hf_dir, ignore_errors=True)
+    _log(f"{spec.name}: done in {time.monotonic() - started:.1f} s -> {target}")
+    return target
+
+
+def build_retrieval_models(out_dir: Path, force: bool = False, *, benchmark: bool = False) -> dict[str, Path]:
+    """Build (or reuse) ``tiny-embed`` and ``tiny-rerank`` (and with ``benchmark`` the BERT-base-shaped
+    ``bench-bert-base-embed``) in ``out_dir``; returns name -> directory."""
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    specs = [TINY_EMBED_SPEC, TINY_RERANK_SPEC] + ([BENCH_EMBED_SPEC] if benchmark else [])
+    result = {
+        spec.name: out_dir / spec.name for spec in specs if not force and is_retrieval_complete(out_dir / spec.name)
+    }
+    if len(result) == len(specs):
+        return result
+    with _build_lock(out_dir):
+        scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=out_dir))
+        try:
+            tokenizer_dir: Path | None = None
+            for spec in specs:
+                target = out_dir / spec.name
+                if not force and is_retrieval_complete(target):
+                    result[spec.name] = target
+                    continue
+                if tokenizer_dir is None:
+                    tokenizer_dir = build_wordpiece_tokenizer(scratch / "tokenizer-wordpiece")
+                result[spec.name] = _build_retrieval_one(spec, out_dir, scratch, tokenizer_dir)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("out_dir", type=Path, help="directory to create the model directories in")
@@ -784,6 +955,7 @@ def main(argv: list[str] | None = None) -> int:
     specs += [BENCH_VLM_SPEC] if args.benchmark_vlm else []
     # One _build call, so the tokenizer is trained once for all models.
     built = _build(specs, args.out_dir, force=args.force)
+    built.update(build_retrieval_models(args.out_dir, force=args.force, benchmark=args.benchmark))
     for name, path in built.items():
         _log(f"{name}: {path}")
     _log(f"total {time.monotonic() - started:.1f} s")

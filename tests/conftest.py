@@ -146,6 +146,14 @@ def demo_models() -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def retrieval_models() -> dict[str, Path]:
+    """tiny-embed and tiny-rerank (built on first use, as the demo models are)."""
+    from scripts.make_demo_models import build_retrieval_models
+
+    return build_retrieval_models(MODELS_DIR)
+
+
+@pytest.fixture(scope="session")
 def tiny_llm(demo_models: dict[str, Path]) -> Path:
     return demo_models["tiny-llm"]
 

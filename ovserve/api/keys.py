@@ -16,11 +16,14 @@ from ovserve.service.chat import ChatService
 from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry
 from ovserve.service.responses import ResponsesService
+from ovserve.service.retrieval import RetrievalService
 
 SETTINGS = web.AppKey("settings", ServerSettings)
 MODELS = web.AppKey("models", ModelRegistry)
 CHAT = web.AppKey("chat", ChatService)
 COMPLETIONS = web.AppKey("completions", CompletionService)
+# Embeddings, rerank, tokenize and detokenize.
+RETRIEVAL = web.AppKey("retrieval", RetrievalService)
 # The Responses API over the chat service, with its conversation store.
 RESPONSES = web.AppKey("responses", ResponsesService)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)

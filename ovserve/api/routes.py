@@ -28,7 +28,15 @@ from ovserve.errors import (
     UnsupportedMediaTypeError,
 )
 from ovserve.metrics import RequestRecorder
-from ovserve.protocol import ChatCompletionRequest, CompletionRequest, SamplingRequest
+from ovserve.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    EmbeddingRequest,
+    RerankRequest,
+    SamplingRequest,
+    TokenizeRequest,
+)
 from ovserve.service.response import Job
 
 log = logging.getLogger(__name__)
@@ -237,6 +245,60 @@ async def _stream(
     return writer.response
 
 
+Body = TypeVar("Body", bound=BaseModel)
+
+
+def _parse_body(payload: dict[str, Any], model: type[Body]) -> Body:
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise validation_error(exc, model) from None
+
+
+async def embeddings(request: web.Request) -> web.Response:
+    service = request.app[keys.RETRIEVAL]
+    return await _retrieval(request, "embeddings", lambda payload, recorder: service.embed(
+        _parse_body(payload, EmbeddingRequest), recorder))  # fmt: skip
+
+
+async def rerank(request: web.Request) -> web.Response:
+    service = request.app[keys.RETRIEVAL]
+    return await _retrieval(request, "rerank", lambda payload, recorder: service.rerank(
+        _parse_body(payload, RerankRequest), recorder))  # fmt: skip
+
+
+async def _retrieval(request: web.Request, endpoint: str, work: Any) -> web.Response:
+    """Parse and answer an embeddings or rerank request within ``--request_timeout``; counted once in
+    ``/metrics`` with its outcome, as generation requests are."""
+    timeout = request.app[keys.SETTINGS].request_timeout
+    recorder = request.app[keys.METRICS].recorder(endpoint)
+    try:
+        payload = await read_json_object(request)
+        try:
+            async with asyncio.timeout(timeout):
+                body = await work(payload, recorder)
+        except TimeoutError:
+            raise _deadline_error(timeout) from None
+    except OvserveError as exc:
+        recorder.finished(exc.error_type, exc.status)
+        raise
+    except asyncio.CancelledError:
+        recorder.finished("disconnected", 499)
+        raise
+    recorder.finished("stop", 200)
+    return _json_response(body)
+
+
+async def tokenize(request: web.Request) -> web.Response:
+    parsed = _parse_body(await read_json_object(request), TokenizeRequest)
+    return _json_response(await request.app[keys.RETRIEVAL].tokenize(parsed))
+
+
+async def detokenize(request: web.Request) -> web.Response:
+    parsed = _parse_body(await read_json_object(request), DetokenizeRequest)
+    return _json_response(await request.app[keys.RETRIEVAL].detokenize(parsed))
+
+
 async def list_models(request: web.Request) -> web.Response:
     models = request.app[keys.MODELS]
     return _json_response(
@@ -304,6 +366,10 @@ def add_routes(app: web.Application) -> None:
     for prefix in ("/v3", "/v1", ""):
         app.router.add_post(f"{prefix}/chat/completions", chat_completions)
         app.router.add_post(f"{prefix}/completions", completions)
+        app.router.add_post(f"{prefix}/embeddings", embeddings)
+        app.router.add_post(f"{prefix}/rerank", rerank)
+        app.router.add_post(f"{prefix}/tokenize", tokenize)
+        app.router.add_post(f"{prefix}/detokenize", detokenize)
     for prefix in ("/v3", "/v1"):
         app.router.add_get(f"{prefix}/models", list_models)
         app.router.add_get(f"{prefix}/models/{{name}}", get_model)

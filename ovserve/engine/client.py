@@ -24,10 +24,14 @@ from collections.abc import AsyncGenerator, Callable
 from multiprocessing.connection import Connection
 from typing import Protocol
 
+import numpy as np
+
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
     Command,
+    EmbedRequest,
+    EmbedResult,
     EngineErrorKind,
     EnginePrompt,
     EngineStats,
@@ -37,6 +41,8 @@ from ovserve.engine.messages import (
     Heartbeat,
     Ready,
     RequestEnded,
+    RerankRequest,
+    RerankResult,
     SequenceOutput,
     Shutdown,
     StatsReply,
@@ -51,6 +57,9 @@ log = logging.getLogger(__name__)
 _request_ids = itertools.count(1)
 
 _RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+
+# What a request's queue carries: its outputs, its end, or the failure that ended it.
+_StreamItem = SequenceOutput | RequestEnded | EmbedResult | RerankResult | BaseException
 
 
 class EngineState(enum.Enum):
@@ -127,7 +136,7 @@ class EngineClient:
         self._conn: Connection | None = None
         self._outbox: queue.SimpleQueue[Command | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
-        self._streams: dict[int, asyncio.Queue[SequenceOutput | RequestEnded | BaseException]] = {}
+        self._streams: dict[int, asyncio.Queue[_StreamItem]] = {}
         self._stats_waiters: dict[int, asyncio.Future[EngineStats]] = {}
         self._ready: asyncio.Future[None] | None = None
         self._restart_task: asyncio.Task[None] | None = None
@@ -219,7 +228,11 @@ class EngineClient:
                 stream = self._streams.get(request_id)
                 if stream is not None:
                     stream.put_nowait(event)
-            case RequestEnded(request_id=request_id):
+            case (
+                RequestEnded(request_id=request_id)
+                | EmbedResult(request_id=request_id)
+                | RerankResult(request_id=request_id)
+            ):
                 stream = self._streams.pop(request_id, None)
                 if stream is not None:
                     stream.put_nowait(event)
@@ -338,7 +351,7 @@ class EngineClient:
         cancels the engine request: the engine frees it and confirms with :class:`RequestEnded`.
         """
         request_id = next(_request_ids)
-        stream: asyncio.Queue[SequenceOutput | RequestEnded | BaseException] = asyncio.Queue()
+        stream: asyncio.Queue[_StreamItem] = asyncio.Queue()
         self._send(AddRequest(request_id, prompt, params))
         if not self._streams:
             self._last_progress = time.monotonic()  # an idle engine's silence was not a stall
@@ -359,11 +372,52 @@ class EngineClient:
                     case BaseException():
                         finished = True
                         raise event
+                    case _:  # a retrieval result: never sent for a generation
+                        finished = True
+                        raise EngineError("the engine answered a generation with a retrieval result")
         finally:
             if not finished and request_id in self._streams and self._conn is not None:
                 # Keep the stream registered until the engine confirms with RequestEnded.
                 self._streams[request_id] = asyncio.Queue()
                 self._outbox.put(CancelRequest(request_id))
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """The embeddings of ``texts`` (float32 [len(texts), dim]), computed in the engine process."""
+        event = await self._call(lambda request_id: EmbedRequest(request_id, texts))
+        assert isinstance(event, EmbedResult)
+        return event.vectors
+
+    async def rerank(self, query: str, documents: list[str]) -> list[float]:
+        """Each document's relevance to ``query``, in document order."""
+        event = await self._call(lambda request_id: RerankRequest(request_id, query, documents))
+        assert isinstance(event, RerankResult)
+        return event.scores
+
+    async def _call(self, command: Callable[[int], Command]) -> EmbedResult | RerankResult:
+        """One request answered by one result event. A caller that stops waiting (disconnect,
+        timeout) cancels it: the engine drops it before its next pipeline call."""
+        request_id = next(_request_ids)
+        stream: asyncio.Queue[_StreamItem] = asyncio.Queue()
+        self._send(command(request_id))
+        if not self._streams:
+            self._last_progress = time.monotonic()  # an idle engine's silence was not a stall
+        self._streams[request_id] = stream
+        finished = False
+        try:
+            event = await stream.get()
+            finished = True
+        finally:
+            if not finished and request_id in self._streams and self._conn is not None:
+                self._streams[request_id] = asyncio.Queue()  # until the engine confirms
+                self._outbox.put(CancelRequest(request_id))
+        match event:
+            case EmbedResult() | RerankResult():
+                return event
+            case RequestEnded(error=error, message=message):
+                raise _request_error(error, message or "the request was cancelled")
+            case BaseException():
+                raise event
+        raise EngineError(f"unexpected engine answer {type(event).__name__}")
 
     def abort_all(self, error: OvserveError) -> None:
         """End every request in flight with ``error`` (shutdown after the drain timeout) and free

@@ -113,6 +113,24 @@ class CancelRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbedRequest:
+    """Embed ``texts`` (an embeddings engine); answered by :class:`EmbedResult` or an error
+    :class:`RequestEnded`. The engine splits them into pipeline calls of its batch size."""
+
+    request_id: int
+    texts: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class RerankRequest:
+    """Score every document against ``query`` (a rerank engine); answered by :class:`RerankResult`."""
+
+    request_id: int
+    query: str
+    documents: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class StatsRequest:
     token: int  # echoed by the StatsReply
 
@@ -122,7 +140,7 @@ class Shutdown:
     pass
 
 
-Command = AddRequest | CancelRequest | StatsRequest | Shutdown
+Command = AddRequest | EmbedRequest | RerankRequest | CancelRequest | StatsRequest | Shutdown
 
 
 # -- engine -> server -----------------------------------------------------------------------
@@ -173,6 +191,24 @@ class RequestEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbedResult:
+    """The embeddings of an :class:`EmbedRequest`: float32 [len(texts), dim], in input order
+    (pickled as raw bytes). Ends the request; no RequestEnded follows."""
+
+    request_id: int
+    vectors: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class RerankResult:
+    """The relevance score of each document of a :class:`RerankRequest`, in document order.
+    Ends the request; no RequestEnded follows."""
+
+    request_id: int
+    scores: list[float]
+
+
+@dataclass(frozen=True, slots=True)
 class StatsReply:
     token: int
     stats: EngineStats
@@ -187,4 +223,4 @@ class Heartbeat:
     stats: EngineStats
 
 
-Event = Ready | Fatal | SequenceOutput | RequestEnded | StatsReply | Heartbeat
+Event = Ready | Fatal | SequenceOutput | RequestEnded | EmbedResult | RerankResult | StatsReply | Heartbeat

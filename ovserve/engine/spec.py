@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -17,10 +17,58 @@ class PipelineKind(enum.Enum):
     SPECULATIVE = "speculative"  # continuous batching with a draft model
     PROMPT_LOOKUP = "prompt_lookup"  # continuous batching drafting from the prompt's n-grams
     STATEFUL = "stateful"  # openvino_genai.LLMPipeline: one generation at a time (NPU)
+    EMBEDDINGS = "embeddings"  # openvino_genai.TextEmbeddingPipeline
+    RERANK = "rerank"  # openvino_genai.TextRerankPipeline (a cross-encoder)
 
     @property
     def continuous_batching(self) -> bool:
-        return self is not PipelineKind.STATEFUL
+        return self in _CONTINUOUS_BATCHING_KINDS
+
+    @property
+    def generates(self) -> bool:
+        """An LLM (chat and completions), as opposed to a retrieval model (embeddings, rerank)."""
+        return self not in _RETRIEVAL_KINDS
+
+
+_RETRIEVAL_KINDS = frozenset({PipelineKind.EMBEDDINGS, PipelineKind.RERANK})
+_CONTINUOUS_BATCHING_KINDS = frozenset(
+    {PipelineKind.CONTINUOUS_BATCHING, PipelineKind.SPECULATIVE, PipelineKind.PROMPT_LOOKUP}
+)
+
+Pooling = Literal["CLS", "LAST", "MEAN"]
+
+
+class RetrievalSettings(BaseModel):
+    """How an embeddings or rerank model runs (OVMS's EmbeddingsCalculatorOV / RerankCalculatorOV
+    options, and ovserve's batch limits). Unused by LLMs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    normalize_embeddings: bool = Field(default=True, description="embeddings: L2-normalise every vector")
+    pooling: Pooling = Field(default="CLS", description="embeddings: how token states become one vector")
+    truncate: bool = Field(
+        default=False,
+        description="embeddings: cut inputs longer than the model's limit instead of refusing them (400)",
+    )
+    max_position_embeddings: int | None = Field(
+        default=None, ge=1, description="embeddings/rerank: the most tokens an input may have (default: config.json)"
+    )
+    matryoshka_embeddings: bool = Field(
+        default=False,
+        description="embeddings: the model was trained for shortened vectors (Matryoshka, e.g. Qwen3-Embedding), "
+        "so requests may ask for fewer 'dimensions'",
+    )
+    max_allowed_chunks: int = Field(
+        default=10_000,
+        ge=1,
+        description="embeddings/rerank: most inputs (or documents) one request may carry; beyond it a 400",
+    )
+    embeddings_batch_size: int = Field(
+        default=32,
+        ge=1,
+        description="embeddings/rerank: most inputs per pipeline call; a longer request is split (bounds the "
+        "engine's memory and lets a cancel take effect between calls)",
+    )
 
 
 class SchedulerSettings(BaseModel):
@@ -100,4 +148,7 @@ class EngineSpec:
     draft_models_path: Path | None = None
     draft_device: str | None = None
     draft_scheduler: SchedulerSettings | None = None
+    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    # Embeddings / rerank: the most tokens one input may have (the pipeline's max_length).
+    max_input_tokens: int | None = None
     fault: EngineFault | None = None  # tests only; never set from a graph or a flag

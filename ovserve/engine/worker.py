@@ -1,4 +1,5 @@
-"""The engine process: owns one ContinuousBatchingPipeline and the loop that drives it.
+"""The engine process: owns one pipeline and the loop that drives it (continuous batching,
+stateful, or a retrieval pipeline: see :class:`RetrievalEngineLoop`).
 
 Why a process: ``step()`` holds the GIL for much of a step, so an in-process engine stalls the
 server's event loop by up to a step. Here, one thread (this process's main thread) adds
@@ -40,6 +41,8 @@ from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
     Command,
+    EmbedRequest,
+    EmbedResult,
     EngineErrorKind,
     EnginePrompt,
     EngineStats,
@@ -49,6 +52,8 @@ from ovserve.engine.messages import (
     Heartbeat,
     Ready,
     RequestEnded,
+    RerankRequest,
+    RerankResult,
     SequenceOutput,
     Shutdown,
     StatsReply,
@@ -204,10 +209,25 @@ def _scheduler_config(settings: SchedulerSettings) -> Any:
 
 
 def build_pipeline(spec: EngineSpec) -> Any:
-    """The pipeline of ``spec.kind``: continuous batching (plain, speculative, prompt lookup) or stateful."""
+    """The pipeline of ``spec.kind``: continuous batching (plain, speculative, prompt lookup), stateful,
+    text embedding or text rerank."""
     import openvino_genai as ov_genai
 
     properties: dict[str, Any] = dict(spec.plugin_config)
+    if spec.kind is PipelineKind.EMBEDDINGS:
+        embedding = ov_genai.TextEmbeddingPipeline
+        config = embedding.Config()
+        config.pooling_type = getattr(embedding.PoolingType, _POOLING[spec.retrieval.pooling])
+        config.normalize = spec.retrieval.normalize_embeddings
+        # Inputs are checked (or, with truncate, meant to be cut) against this limit by the server.
+        config.max_length = spec.max_input_tokens
+        return embedding(str(spec.model_path), spec.device, config, **properties)
+    if spec.kind is PipelineKind.RERANK:
+        config = ov_genai.TextRerankPipeline.Config()
+        # The pipeline returns only its top_n scores: ask for all of each call's documents.
+        config.top_n = spec.retrieval.embeddings_batch_size
+        config.max_length = spec.max_input_tokens
+        return ov_genai.TextRerankPipeline(str(spec.model_path), spec.device, config, **properties)
     if spec.kind is PipelineKind.STATEFUL:
         return ov_genai.LLMPipeline(str(spec.model_path), spec.device, **properties)
     if spec.kind is PipelineKind.SPECULATIVE:
@@ -233,12 +253,17 @@ class _Admitted:
     future: concurrent.futures.Future[Any]
 
 
+# OVMS's pooling names -> TextEmbeddingPipeline.PoolingType members.
+_POOLING = {"CLS": "CLS", "LAST": "LAST_TOKEN", "MEAN": "MEAN"}
+
+
 class _LoopBase:
     """What both engine loops share: the pipe, the command queue its reader thread fills, sending."""
 
     def __init__(self, pipe: Any, conn: Connection) -> None:
         self._pipe = pipe
-        self._tokenizer = pipe.get_tokenizer()
+        # Retrieval pipelines keep their tokenizer to themselves (and need none here).
+        self._tokenizer: Any = pipe.get_tokenizer() if hasattr(pipe, "get_tokenizer") else None
         self._conn = conn
         self._commands: queue.SimpleQueue[Command | _Admitted] = queue.SimpleQueue()
         self._send_lock = threading.Lock()
@@ -715,6 +740,102 @@ class StatefulEngineLoop(_LoopBase):
         self._send([SequenceOutput(request_id, 0, rest, 0, None, finish), RequestEnded(request_id)])
 
 
+class RetrievalEngineLoop(_LoopBase):
+    """An embeddings or rerank pipeline: one request at a time, in arrival order, each split into
+    pipeline calls of at most ``embeddings_batch_size`` inputs.
+
+    A pipeline call blocks this thread (releasing the GIL), so, as in the stateful loop, the
+    reader thread answers stats itself and records cancellations, which take effect between calls.
+    A heartbeat follows any call that ends more than a second after the last one, so a long
+    request is not mistaken for a stall.
+    """
+
+    def __init__(self, pipe: Any, conn: Connection, spec: EngineSpec) -> None:
+        super().__init__(pipe, conn)
+        self._batch_size = spec.retrieval.embeddings_batch_size
+        self._outstanding: set[int] = set()  # received and not yet answered (kept by the reader)
+        self._cancelled: set[int] = set()
+        self._busy = False
+        self._last_beat = 0.0
+
+    def _stats(self) -> EngineStats:
+        busy = int(self._busy)
+        return EngineStats(
+            active_requests=len(self._outstanding),
+            releasing_requests=0,
+            engine_requests=busy,
+            scheduled_requests=busy,
+            cache_usage=0.0,
+        )
+
+    def _on_command_received(self, command: Command) -> bool:
+        match command:
+            case EmbedRequest(request_id) | RerankRequest(request_id):
+                self._outstanding.add(request_id)
+            case CancelRequest(request_id):
+                if request_id in self._outstanding:
+                    self._cancelled.add(request_id)
+                return False
+            case StatsRequest(token):
+                self._send([StatsReply(token, self._stats())])
+                return False
+        return True
+
+    def run(self) -> None:
+        while self._running:
+            match self._commands.get():
+                case EmbedRequest(request_id, texts):
+                    self._serve(request_id, texts, lambda batch: self._pipe.embed_documents(batch), self._embedded)
+                case RerankRequest(request_id, query, documents):
+                    self._serve(request_id, documents, lambda batch: self._pipe.rerank(query, batch), self._reranked)
+                case AddRequest(request_id):  # the server routes generation elsewhere; never hang on one
+                    self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, "this model does not generate text")])
+                case Shutdown():
+                    self._running = False
+
+    @staticmethod
+    def _embedded(request_id: int, parts: list[Any]) -> Event:
+        vectors = [np.asarray(part, dtype=np.float32) for part in parts]
+        return EmbedResult(request_id, np.concatenate(vectors) if vectors else np.zeros((0, 0), np.float32))
+
+    def _reranked(self, request_id: int, parts: list[Any]) -> Event:
+        # Each call returns (index within the call, score) pairs sorted by score: back to document order.
+        scores: list[float] = []
+        for part in parts:
+            batch = [0.0] * len(part)
+            for index, score in part:
+                batch[index] = float(score)
+            scores.extend(batch)
+        return RerankResult(request_id, scores)
+
+    def _serve(self, request_id: int, items: list[str], call: Any, result: Any) -> None:
+        self._busy = True
+        parts: list[Any] = []
+        try:
+            for start in range(0, len(items), self._batch_size):
+                if request_id in self._cancelled:
+                    self._send([RequestEnded(request_id)])
+                    return
+                parts.append(call(items[start : start + self._batch_size]))
+                self._beat()
+            self._send([result(request_id, parts)])
+        except Exception as exc:
+            log.warning("request %d failed in the pipeline: %s", request_id, exc)
+            self._send([RequestEnded(request_id, EngineErrorKind.ENGINE, _FAILED)])
+        finally:
+            self._busy = False
+            self._outstanding.discard(request_id)
+            self._cancelled.discard(request_id)
+            if not self._outstanding:
+                self._send([Heartbeat(self._stats())])
+
+    def _beat(self) -> None:
+        now = time.monotonic()
+        if now - self._last_beat >= _HEARTBEAT_INTERVAL_S:
+            self._last_beat = now
+            self._send([Heartbeat(self._stats())])
+
+
 def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> None:
     """Entry point of the engine process (``multiprocessing`` spawn target)."""
     logging.basicConfig(level=log_level, format=f"%(asctime)s %(levelname)s [engine {spec.name}] %(message)s")
@@ -725,8 +846,10 @@ def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> N
     except Exception as exc:
         conn.send([Fatal(f"could not load {spec.model_path} ({spec.kind.value}) on {spec.device}: {exc}")])
         return
-    loop: EngineLoop | StatefulEngineLoop
-    if spec.kind.continuous_batching:
+    loop: EngineLoop | StatefulEngineLoop | RetrievalEngineLoop
+    if not spec.kind.generates:
+        loop = RetrievalEngineLoop(pipe, conn, spec)
+    elif spec.kind.continuous_batching:
         prefix_cache, block_bytes = None, None
         if spec.scheduler.enable_prefix_caching and not _is_vlm(spec.model_path):
             prefix_cache = PrefixCacheModel()

@@ -1,8 +1,10 @@
 """Export a Hugging Face model into an OVMS model repository: IR, tokenizer, graph.pbtxt, config.json.
 
 ``ovserve export text_generation ...`` and ``scripts/export_model.py text_generation ...`` run this
-package. It takes OVMS's ``export_model.py`` argument names and writes what that script writes, so
-the repository serves unchanged with ``ovserve serve --config_path`` or with OVMS::
+package (``embeddings_ov`` / ``rerank_ov``, aliases ``embeddings`` / ``rerank``: see
+:mod:`ovserve.export.retrieval`). It takes OVMS's ``export_model.py`` argument names and writes
+what that script writes, so the repository serves unchanged with ``ovserve serve --config_path``
+or with OVMS::
 
     MODEL_REPOSITORY/config.json             {"mediapipe_config_list": [{"name", "base_path"}], ...}
     MODEL_REPOSITORY/<model_name>/           IR + openvino_{de,}tokenizer + HF configs + graph.pbtxt
@@ -53,7 +55,8 @@ import time
 import traceback
 from typing import Any
 
-from ovserve.export.arguments import ExportPlan, add_export_arguments, build_parser, plan_from_args
+from ovserve.export import arguments
+from ovserve.export.arguments import ExportPlan, plan_from_args
 from ovserve.export.conversion import (
     TEXT_TASK,
     detect_task,
@@ -73,6 +76,8 @@ from ovserve.export.repository import (
     swap_into_place,
     write_graph,
 )
+from ovserve.export.retrieval import RETRIEVAL_COMMANDS, add_retrieval_arguments, export_retrieval
+from ovserve.export.retrieval import plan_from_args as retrieval_plan
 from ovserve.export.source import Source, check_disk, check_tokenizer, resolve_source
 from ovserve.export.verification import check_loads, ovserve_settings
 
@@ -89,6 +94,20 @@ __all__ = [
     "render_graph",
     "run",
 ]
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every export subcommand: ``text_generation``, ``embeddings_ov`` (``embeddings``), ``rerank_ov`` (``rerank``)."""
+    add_retrieval_arguments(arguments.add_export_arguments(parser))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="export_model.py",
+        description="Export a Hugging Face model to an OVMS model repository that ovserve serves.",
+    )
+    add_export_arguments(parser)
+    return parser
 
 
 def export_text_generation(plan: ExportPlan) -> None:
@@ -151,10 +170,12 @@ def export_text_generation(plan: ExportPlan) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run a parsed ``text_generation`` command; returns the exit status."""
+    """Run a parsed export command; returns the exit status."""
     try:
-        plan = plan_from_args(args)
-        export_text_generation(plan)
+        if args.task in RETRIEVAL_COMMANDS:
+            export_retrieval(retrieval_plan(args))
+        else:
+            export_text_generation(plan_from_args(args))
     except ExportError as exc:
         print(f"ovserve export: {exc}", file=sys.stderr, flush=True)
         return 2

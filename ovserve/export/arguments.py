@@ -48,8 +48,9 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``text_generation`` subcommand with OVMS export_model.py's argument names."""
+def add_export_arguments(parser: argparse.ArgumentParser) -> Any:
+    """The ``text_generation`` subcommand with OVMS export_model.py's argument names; returns the
+    subcommands (``ovserve.export.retrieval`` adds its own to them)."""
     tasks = parser.add_subparsers(dest="task", required=True)
     text = tasks.add_parser(
         "text_generation",
@@ -92,15 +93,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     # The server's parser registry: a graph naming another parser would not load.
     text.add_argument("--tool_parser", choices=sorted(TOOL_PARSERS), help="default: detected from the chat template")
     text.add_argument("--reasoning_parser", choices=sorted(REASONING_PARSERS))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="export_model.py",
-        description="Export a Hugging Face model to an OVMS model repository that ovserve serves.",
-    )
-    add_export_arguments(parser)
-    return parser
+    return tasks
 
 
 @dataclass(frozen=True)

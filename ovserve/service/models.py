@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ovserve.chat_template import ChatTemplate
-from ovserve.config import ModelSettings
+from ovserve.config import ModelSettings, read_context_length
 from ovserve.engine.client import EngineClient
 from ovserve.engine.messages import EnginePrompt, SequenceOutput
 from ovserve.engine.spec import EngineSpec, PipelineKind
@@ -30,25 +30,9 @@ from ovserve.vision import VisionModel
 
 log = logging.getLogger(__name__)
 
-# config.json keys that carry the context length, in the order HF model families use them.
-_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
-_FALLBACK_CONTEXT = 4096
 # Conversations shorter than this (characters of message text) render on the event loop: a
 # thread hop would cost more than the rendering.
 _INLINE_RENDER_CHARS = 64 * 1024
-
-
-def read_context_length(model_dir: Path) -> int:
-    try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        log.warning("no readable config.json in %s; assuming a %d-token context", model_dir, _FALLBACK_CONTEXT)
-        return _FALLBACK_CONTEXT
-    for section in (config, config.get("text_config") or {}):
-        for key in _CONTEXT_KEYS:
-            if isinstance(section.get(key), int):
-                return int(section[key])
-    return _FALLBACK_CONTEXT
 
 
 def _read_template_from_files(model_dir: Path) -> str | None:
@@ -93,6 +77,19 @@ class ServedModel:
     @property
     def kind(self) -> PipelineKind:
         return self.spec.kind
+
+    @property
+    def task(self) -> str:
+        return self.settings.task
+
+    def require_task(self, task: str) -> None:
+        """A 400 when this model serves another task (chat sent to an embeddings model...)."""
+        if self.task != task:
+            raise BadRequestError(
+                f"model '{self.name}' serves {self.task.replace('_', ' ')}, not {task.replace('_', ' ')}",
+                param="model",
+                code="wrong_model_task",
+            )
 
     @property
     def max_tokens_limit(self) -> int | None:
@@ -155,7 +152,7 @@ class ServedModel:
         if source:
             template = ChatTemplate(source, bos_token=tokenizer.get_bos_token(), eos_token=tokenizer.get_eos_token())
             template.compile()
-        else:
+        elif spec.kind.generates:
             log.warning("model %r has no chat template; /chat/completions will refuse requests", spec.name)
         return cls(
             settings=settings,
@@ -164,7 +161,7 @@ class ServedModel:
             tokenizer=PromptTokenizer(tokenizer, spec.name),
             template=template,
             defaults=ModelDefaults.load(spec.model_path, settings.generation_config_path),
-            context_length=read_context_length(spec.model_path),
+            context_length=spec.max_input_tokens or read_context_length(spec.model_path),
             created=int(time.time()),
             vision=VisionModel.detect(spec.model_path),
             tool_format=tool_parser(settings.tool_parser) if settings.tool_parser else detect_tool_parser(source),

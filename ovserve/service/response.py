@@ -33,8 +33,10 @@ Logprob = tuple[int, str, float]
 
 
 def ready_model(models: ModelRegistry, name: str) -> ServedModel:
-    """The served model ``name``, or a 404 (unknown) / 503 (loading, restarting)."""
+    """The served model ``name``, or a 404 (unknown) / 400 (it does not generate text: an
+    embeddings or rerank model) / 503 (loading, restarting)."""
     model = models.get(name)
+    model.require_task("text_generation")
     if not model.engine.ready:
         raise model.engine.not_ready_error()
     return model

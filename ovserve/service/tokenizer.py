@@ -36,6 +36,8 @@ CHUNK_CHARS = 16_384
 # A chunk boundary can split a word that the whole text would spell with fewer tokens; the
 # chunked count may exceed the exact one by a few tokens per boundary.
 _BOUNDARY_SLACK_TOKENS = 4
+# Decoding one token is ~1 µs of tokenizer time plus a Python call: a few ms per job.
+_PIECES_PER_JOB = 4096
 # Tokens encode() may add that no byte of the text spells (BOS, a SentencePiece dummy prefix).
 _SPECIAL_TOKENS_SLACK = 8
 _WARM_UP_TEXT = "Warm-up: 0123456789, déjà vu, 日本語, emoji 🙂."
@@ -118,6 +120,77 @@ class PromptTokenizer:
             at_least=at_least,
             param=param,
         )
+
+    def _count_many(self, texts: list[str], add_special_tokens: bool) -> list[int]:
+        tokens = self._tokenizer.encode(texts, add_special_tokens=add_special_tokens)
+        # A batch is padded to its longest text: the attention mask marks each text's own tokens.
+        return [int(count) for count in tokens.attention_mask.data.sum(axis=1)]
+
+    async def count_each(
+        self, texts: list[str], *, limit: int, truncate: bool, param: str, label: str | None = None
+    ) -> list[int]:
+        """Each text's token count (special tokens included), as a retrieval pipeline will see it.
+
+        A text over ``limit`` is a :class:`PromptTooLongError` naming it and both numbers, unless
+        ``truncate``, when it counts as ``limit`` (the pipeline cuts it there). Short texts are
+        counted together in jobs of at most :data:`CHUNK_CHARS` characters; a long one on its own,
+        in chunks (see :meth:`encode`).
+        """
+        loop = asyncio.get_running_loop()
+        counts = [0] * len(texts)
+        batch: list[int] = []
+        batch_chars = 0
+
+        async def flush() -> None:
+            nonlocal batch, batch_chars
+            if batch:
+                found = await loop.run_in_executor(self._thread, self._count_many, [texts[i] for i in batch], True)
+                for index, count in zip(batch, found, strict=True):
+                    counts[index] = count
+            batch, batch_chars = [], 0
+
+        for index, text in enumerate(texts):
+            if len(text) > CHUNK_CHARS:
+                try:
+                    counts[index] = len(await self.encode(text, add_special_tokens=True, limit=limit))
+                except PromptTooLongError as exc:
+                    counts[index] = exc.at_least
+                continue
+            if batch_chars + len(text) > CHUNK_CHARS:
+                await flush()
+            batch.append(index)
+            batch_chars += len(text)
+        await flush()
+        for index, count in enumerate(counts):
+            if count > limit:
+                if not truncate:
+                    what = label or f"input {index}"
+                    raise PromptTooLongError(
+                        f"{what} has {'at least ' if len(texts[index]) > CHUNK_CHARS else ''}{count} tokens, "
+                        f"more than model '{self._name}' accepts ({limit})",
+                        at_least=count,
+                        param=param,
+                    )
+                counts[index] = limit
+        return counts
+
+    def _decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+        return str(self._tokenizer.decode(ids, skip_special_tokens=skip_special_tokens))
+
+    def _pieces(self, ids: list[int]) -> list[str]:
+        return [str(self._tokenizer.decode([token], skip_special_tokens=False)) for token in ids]
+
+    async def decode(self, ids: list[int], *, skip_special_tokens: bool) -> str:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._decode, ids, skip_special_tokens)
+
+    async def pieces(self, ids: list[int]) -> list[str]:
+        """Each token's own text (special tokens spelled out), in bounded jobs."""
+        loop = asyncio.get_running_loop()
+        found: list[str] = []
+        for start in range(0, len(ids), _PIECES_PER_JOB):
+            found += await loop.run_in_executor(self._thread, self._pieces, ids[start : start + _PIECES_PER_JOB])
+        return found
 
     def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)

@@ -51,6 +51,9 @@ class Options:
     long_streams: int = 4
     many_streams: list[int] = field(default_factory=lambda: [64, 128])
     vlm_streams: list[int] = field(default_factory=lambda: [4])
+    embed_batches: list[int] = field(default_factory=lambda: [1, 8, 64])
+    embed_tokens: int = 128
+    embed_inputs: int = 256
     endpoint_rounds: int = 3
 
 
@@ -102,6 +105,7 @@ class Workload:
     columns: ClassVar[tuple[tuple[str, str], ...]]  # (figure key, column label)
     raw_note: ClassVar[str | None] = None  # why there is no raw run, if there is none
     vlm: ClassVar[bool] = False
+    retrieval: ClassVar[bool] = False  # runs on the embedding model (scripts/benchmarks/embeddings.py)
     server_args: ClassVar[str] = ""  # flags this workload needs, before --server_args and the variant's
 
     def levels(self, options: Options) -> list[int]:

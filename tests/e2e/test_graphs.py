@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import math
 import shutil
@@ -17,6 +18,7 @@ from tests.conftest import ROOT, Server, start_config_server
 GRAPHS = ROOT / "graphs"
 SERVED = ["tiny-llm", "tiny-llm-speculative", "tiny-llm-prompt-lookup", "tiny-llm-stateful"]
 VLM = "tiny-vlm"
+RETRIEVAL = ["tiny-embed", "tiny-rerank"]
 PROMPTS = [
     [{"role": "user", "content": "hello there"}],
     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about the sea."}],
@@ -25,8 +27,11 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def graphs_server(demo_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """The shipped graphs/config.json: four deployments of the demo model in one server."""
+def graphs_server(
+    demo_models: dict[str, Path], retrieval_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """The shipped graphs/config.json: four deployments of the demo model, the VLM, an embedding
+    model and a reranker in one server."""
     server = start_config_server(tmp_path_factory.mktemp("graphs"), GRAPHS / "config.json")
     yield server
     server.stop()
@@ -34,11 +39,29 @@ def graphs_server(demo_models: dict[str, Path], tmp_path_factory: pytest.TempPat
 
 def test_models_lists_every_graph_and_each_has_readiness(graphs_server: Server) -> None:
     listed = [model.id for model in graphs_server.client().models.list()]
-    assert sorted(listed) == sorted([*SERVED, VLM])
-    for name in [*SERVED, VLM]:
+    assert sorted(listed) == sorted([*SERVED, VLM, *RETRIEVAL])
+    for name in [*SERVED, VLM, *RETRIEVAL]:
         assert httpx.get(f"{graphs_server.url}/v2/models/{name}/ready", timeout=5).status_code == 200
     missing = httpx.get(f"{graphs_server.url}/v2/models/nope/ready", timeout=5)
     assert missing.status_code == 404
+
+
+def test_the_demo_config_answers_chat_embeddings_and_rerank_at_once(graphs_server: Server) -> None:
+    client = graphs_server.client()
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        chat = pool.submit(
+            client.chat.completions.create, model="tiny-llm", messages=[{"role": "user", "content": "hi"}], max_tokens=5
+        )
+        embedding = pool.submit(client.embeddings.create, model="tiny-embed", input=["hello", "world"])
+        rerank = pool.submit(
+            httpx.post,
+            f"{graphs_server.url}/v3/rerank",
+            json={"model": "tiny-rerank", "query": "hello", "documents": ["hello", "world"]},
+            timeout=60,
+        )
+        assert chat.result().choices[0].message.content is not None
+        assert len(embedding.result().data) == 2
+        assert rerank.result().status_code == 200 and len(rerank.result().json()["results"]) == 2
 
 
 @pytest.mark.parametrize("messages", PROMPTS, ids=["hello", "system", "repetitive"])

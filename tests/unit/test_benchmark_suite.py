@@ -77,3 +77,14 @@ def test_long_prompt_window_counts_only_gaps_while_the_late_request_waits_for_it
     assert figures["itl_before_p99_ms"] == pytest.approx(100)
     assert figures["itl_during_max_ms"] == pytest.approx(1000)  # the stall the long prefill caused
     assert figures["late_ttft_ms"] == pytest.approx(1050)
+
+
+def test_the_embeddings_workload_benchmarks_the_pipeline_the_server_builds(tmp_path: Path) -> None:
+    from ovserve.engine.spec import PipelineKind
+    from scripts.benchmarks.embeddings import Embeddings
+
+    spec = engine_spec(_model_dir(tmp_path), Embeddings.server_args)
+    assert spec.kind is PipelineKind.EMBEDDINGS and spec.retrieval.pooling == "MEAN"
+    result = Result.of(Embeddings(), "default", "", 64, {"emb_s": 100.0}, {"emb_s": 95.0})
+    assert result.ratio == 0.95
+    assert "| 64 | default | 100 / 95.0 |" in workload_table(Embeddings(), [result])

@@ -44,7 +44,9 @@ def load_error(config: Path) -> str:
     return str(excinfo.value)
 
 
-def test_shipped_graphs_load_with_their_pipeline_kinds(demo_models: dict[str, Path]) -> None:
+def test_shipped_graphs_load_with_their_pipeline_kinds(
+    demo_models: dict[str, Path], retrieval_models: dict[str, Path]
+) -> None:
     kinds = {model.name: model.pipeline_kind for model in models_from_config(ROOT / "graphs" / "config.json")}
     assert kinds == {
         "tiny-llm": PipelineKind.CONTINUOUS_BATCHING,
@@ -52,7 +54,82 @@ def test_shipped_graphs_load_with_their_pipeline_kinds(demo_models: dict[str, Pa
         "tiny-llm-prompt-lookup": PipelineKind.PROMPT_LOOKUP,
         "tiny-llm-stateful": PipelineKind.STATEFUL,
         "tiny-vlm": PipelineKind.CONTINUOUS_BATCHING,
+        "tiny-embed": PipelineKind.EMBEDDINGS,
+        "tiny-rerank": PipelineKind.RERANK,
     }
+
+
+def retrieval_graph(options_type: str, options: str) -> str:
+    """An embeddings or rerank graph as OVMS's export_model.py writes it."""
+    return (
+        'input_stream: "REQUEST_PAYLOAD:input"\n'
+        "node {\n"
+        '  calculator: "EmbeddingsCalculatorOV"\n'
+        "  node_options: {\n"
+        f"    [type.googleapis.com / mediapipe.{options_type}]: {{\n"
+        f"{options}\n"
+        "    }\n"
+        "  }\n"
+        "}\n"
+    )
+
+
+def retrieval_repository(tmp_path: Path, options_type: str, options: str, model: Path) -> Path:
+    (tmp_path / "r").mkdir(exist_ok=True)
+    (tmp_path / "r" / "graph.pbtxt").write_text(retrieval_graph(options_type, options.replace("MODEL", str(model))))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"mediapipe_config_list": [{"name": "r", "base_path": "r"}]}))
+    return path
+
+
+def test_embeddings_graph_options_become_settings(retrieval_models: dict[str, Path], tmp_path: Path) -> None:
+    options = (
+        'models_path: "MODEL", normalize_embeddings: false, pooling: LAST, truncate: true, '
+        'target_device: "CPU", max_position_embeddings: 64, plugin_config: \'{"NUM_STREAMS": "1"}\''
+    )
+    config = retrieval_repository(tmp_path, "EmbeddingsCalculatorOVOptions", options, retrieval_models["tiny-embed"])
+    (model,) = models_from_config(config)
+    assert model.task == "embeddings" and model.pipeline_kind is PipelineKind.EMBEDDINGS
+    assert model.retrieval.normalize_embeddings is False
+    assert model.retrieval.pooling == "LAST" and model.retrieval.truncate is True
+    assert model.plugin_config == {"NUM_STREAMS": "1"}
+    spec = model.engine_spec()
+    assert spec.max_input_tokens == 64 and spec.kind is PipelineKind.EMBEDDINGS
+
+
+def test_embeddings_graph_defaults_follow_ovms(retrieval_models: dict[str, Path], tmp_path: Path) -> None:
+    config = retrieval_repository(
+        tmp_path, "EmbeddingsCalculatorOVOptions", 'models_path: "MODEL"', retrieval_models["tiny-embed"]
+    )
+    (model,) = models_from_config(config)
+    assert model.retrieval.normalize_embeddings is True and model.retrieval.pooling == "CLS"
+    assert model.retrieval.truncate is False
+    assert model.engine_spec().max_input_tokens == 512  # config.json's max_position_embeddings
+
+
+def test_rerank_graph_options_become_settings(retrieval_models: dict[str, Path], tmp_path: Path) -> None:
+    options = 'models_path: "MODEL", max_allowed_chunks: 50, target_device: "CPU"'
+    config = retrieval_repository(tmp_path, "RerankCalculatorOVOptions", options, retrieval_models["tiny-rerank"])
+    (model,) = models_from_config(config)
+    assert model.pipeline_kind is PipelineKind.RERANK and model.retrieval.max_allowed_chunks == 50
+
+
+@pytest.mark.parametrize(
+    ("options_type", "options", "words"),
+    [
+        ("EmbeddingsCalculatorOVOptions", 'models_path: "MODEL", pooling: AVERAGE', "AVERAGE"),
+        ("EmbeddingsCalculatorOVOptions", 'models_path: "MODEL", normalise: true', "normalise"),
+        ("RerankCalculatorOVOptions", 'models_path: "MODEL", pooling: CLS', "pooling"),
+        ("EmbeddingsCalculatorOVOptions", "truncate: true", "models_path"),
+        ("EmbeddingsCalculatorOVOptions", 'models_path: "MODEL", max_allowed_chunks: 0', "max_allowed_chunks"),
+    ],
+)
+def test_retrieval_graph_mistakes_name_the_option(
+    retrieval_models: dict[str, Path], tmp_path: Path, options_type: str, options: str, words: str
+) -> None:
+    config = retrieval_repository(tmp_path, options_type, options, retrieval_models["tiny-embed"])
+    message = load_error(config)
+    assert "graph.pbtxt" in message and words in message, message
 
 
 def test_defaults_follow_ovms(tiny_llm: Path, tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ GRAPH_OPTIONS = {name for name, _, _ in _LLM_OPTIONS_FIELDS}
 def value_of(settings: ServerSettings, flag: Flag) -> Any:
     """The settled value of ``flag``, wherever in the settings' sub-models it lives."""
     model = settings.models[0]
-    for holder in (settings, settings.media, model, model.scheduler):
+    for holder in (settings, settings.media, model, model.scheduler, model.retrieval):
         if flag.field_name in type(holder).model_fields:
             return getattr(holder, flag.field_name)
     raise AssertionError(f"--{flag.name} is not a setting")

@@ -1,0 +1,187 @@
+"""Embeddings, rerank and tokenize/detokenize: request -> checks -> engine (or tokenizer) -> response body.
+
+Contract:
+
+- Inputs are counted on the model's tokenizer thread (:class:`~ovserve.service.tokenizer.PromptTokenizer`)
+  before any engine work: an input over the model's limit is the client's 400 naming the input and
+  both numbers, unless the graph sets ``truncate`` (the pipeline then cuts it at the limit, and it
+  counts as that many tokens in ``usage``).
+- Token-id inputs are decoded to text here and embedded as text: the pipeline takes only text.
+  A decode/encode round trip can differ from the ids sent (special tokens are dropped first).
+- The pipeline runs in the model's engine process (``EngineClient.embed`` / ``rerank``), which
+  splits a request into calls of the model's ``embeddings_batch_size``; nothing here blocks the
+  event loop for longer than one bounded tokenizer job.
+- Tokenize/detokenize need only the tokenizer, which lives in this process: they answer while the
+  model's engine is still loading.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+import numpy as np
+
+from ovserve.errors import BadRequestError
+from ovserve.metrics import RequestRecorder
+from ovserve.protocol import DetokenizeRequest, EmbeddingRequest, RerankRequest, TokenizeRequest
+
+# The chat endpoint's own message -> template dict conversion, so that /tokenize's "messages"
+# counts exactly the prompt /chat/completions would send.
+from ovserve.service.chat import _template_message
+from ovserve.service.models import ModelRegistry, ServedModel
+
+
+def _ready(model: ServedModel) -> ServedModel:
+    if not model.engine.ready:
+        raise model.engine.not_ready_error()
+    return model
+
+
+def _check_count(model: ServedModel, count: int, what: str, param: str) -> None:
+    limit = model.settings.retrieval.max_allowed_chunks
+    if count > limit:
+        raise BadRequestError(
+            f"the request has {count} {what}, more than model '{model.name}' takes at once "
+            f"(max_allowed_chunks {limit}); split it",
+            param=param,
+        )
+
+
+def _encode_vector(vector: np.ndarray, encoding_format: str) -> list[float] | str:
+    if encoding_format == "base64":
+        # OpenAI's base64: the float32 values' little-endian bytes (what its SDK decodes).
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+    values: list[float] = vector.tolist()
+    return values
+
+
+class RetrievalService:
+    """The embeddings, rerank and tokenizer endpoints' work, over the served models."""
+
+    def __init__(self, models: ModelRegistry) -> None:
+        self.models = models
+
+    def _model(self, name: str | None) -> ServedModel:
+        if name is None:
+            if len(self.models) == 1:
+                return next(iter(self.models))
+            raise BadRequestError("this server serves several models: name one in 'model'", param="model")
+        return self.models.get(name)
+
+    # -- embeddings -----------------------------------------------------------------------------
+
+    async def embed(self, request: EmbeddingRequest, recorder: RequestRecorder) -> dict[str, Any]:
+        model = self.models.get(request.model)
+        model.require_task("embeddings")
+        recorder.model = model.name
+        _ready(model)
+        settings = model.settings.retrieval
+        inputs = request.inputs
+        _check_count(model, len(inputs), "inputs", "input")
+        if request.dimensions is not None and not settings.matryoshka_embeddings:
+            raise BadRequestError(
+                f"model '{model.name}' does not support 'dimensions' (its graph does not declare "
+                "matryoshka_embeddings)",
+                param="dimensions",
+                code="unsupported_parameter",
+            )
+        texts: list[str] = []
+        for item in inputs:
+            if isinstance(item, str):
+                texts.append(item)
+            else:
+                texts.append(await model.tokenizer.decode(item, skip_special_tokens=True))
+        counts = await model.tokenizer.count_each(
+            texts, limit=model.context_length, truncate=settings.truncate, param="input"
+        )
+        prompt_tokens = sum(counts)
+        ticket = model.admission.admit(prompt_tokens)
+        recorder.admitted(prompt_tokens)
+        try:
+            vectors = await model.engine.embed(texts)
+        finally:
+            ticket.release()
+        if request.dimensions is not None:
+            vectors = self._shorten(model, vectors, request.dimensions)
+        data = [
+            {"object": "embedding", "index": index, "embedding": _encode_vector(vector, request.encoding_format)}
+            for index, vector in enumerate(vectors)
+        ]
+        usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
+        return {"object": "list", "data": data, "model": model.name, "usage": usage}
+
+    @staticmethod
+    def _shorten(model: ServedModel, vectors: np.ndarray, dimensions: int) -> np.ndarray:
+        """Matryoshka: the first ``dimensions`` values, normalised again when the model normalises."""
+        size = vectors.shape[1]
+        if dimensions > size:
+            raise BadRequestError(
+                f"'dimensions' is {dimensions} but model '{model.name}' makes {size}-dimensional embeddings",
+                param="dimensions",
+            )
+        shortened = vectors[:, :dimensions]
+        if model.settings.retrieval.normalize_embeddings:
+            norms = np.linalg.norm(shortened, axis=1, keepdims=True)
+            shortened = shortened / np.maximum(norms, np.finfo(np.float32).tiny)
+        return shortened
+
+    # -- rerank ---------------------------------------------------------------------------------
+
+    async def rerank(self, request: RerankRequest, recorder: RequestRecorder) -> dict[str, Any]:
+        model = self.models.get(request.model)
+        model.require_task("rerank")
+        recorder.model = model.name
+        _ready(model)
+        documents = request.texts
+        _check_count(model, len(documents), "documents", "documents")
+        limit = model.context_length
+        # The query must leave room for a document; documents are cut to fit (a cross-encoder
+        # reads query and document as one input of at most `limit` tokens).
+        (query_tokens,) = await model.tokenizer.count_each(
+            [request.query], limit=limit, truncate=False, param="query", label="the query"
+        )
+        document_tokens = await model.tokenizer.count_each(documents, limit=limit, truncate=True, param="documents")
+        prompt_tokens = sum(min(limit, query_tokens + count) for count in document_tokens)
+        ticket = model.admission.admit(prompt_tokens)
+        recorder.admitted(prompt_tokens)
+        try:
+            scores = await model.engine.rerank(request.query, documents)
+        finally:
+            ticket.release()
+        order = sorted(range(len(scores)), key=lambda index: scores[index], reverse=True)
+        if request.top_n is not None:
+            order = order[: request.top_n]
+        results: list[dict[str, Any]] = []
+        for index in order:
+            result: dict[str, Any] = {"index": index, "relevance_score": scores[index]}
+            if request.return_documents:
+                result["document"] = {"text": documents[index]}
+            results.append(result)
+        usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
+        return {"id": f"rerank-{uuid.uuid4().hex}", "model": model.name, "results": results, "usage": usage}
+
+    # -- tokenizer ------------------------------------------------------------------------------
+
+    async def tokenize(self, request: TokenizeRequest) -> dict[str, Any]:
+        model = self._model(request.model)
+        if request.messages is not None:
+            model.require_task("text_generation")
+            if any(message.image_parts() for message in request.messages):
+                raise BadRequestError("tokenize counts text messages only (no image_url parts)", param="messages")
+            messages = [_template_message(message) for message in request.messages]
+            prompt = await model.render_prompt(messages, None, None)
+            # As /chat/completions encodes a rendered prompt: the template wrote the special tokens.
+            ids = await model.tokenizer.encode(prompt, add_special_tokens=False)
+        else:
+            assert request.content is not None
+            ids = await model.tokenizer.encode(request.content, add_special_tokens=request.add_special)
+        if not request.with_pieces:
+            return {"tokens": ids}
+        pieces = await model.tokenizer.pieces(ids)
+        return {"tokens": [{"id": token, "piece": piece} for token, piece in zip(ids, pieces, strict=True)]}
+
+    async def detokenize(self, request: DetokenizeRequest) -> dict[str, Any]:
+        model = self._model(request.model)
+        return {"content": await model.tokenizer.decode(request.tokens, skip_special_tokens=False)}
