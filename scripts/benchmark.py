@@ -191,8 +191,9 @@ def run_workload(workload: Workload, args: argparse.Namespace, model_dir: Path, 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    model_dir = args.model_path or build_benchmark_model(args.models_dir)
-    vlm_dir = args.vlm_model_path or args.models_dir / "tiny-vlm"
+    # Absolute: the servers run with another working directory (the A/B mode's baseline checkout).
+    model_dir = (args.model_path or build_benchmark_model(args.models_dir)).resolve()
+    vlm_dir = (args.vlm_model_path or args.models_dir / "tiny-vlm").resolve()
     names = [name for name in args.workloads if name != BANDWIDTH]
     if any(WORKLOADS[name]().vlm for name in names) and args.vlm_model_path is None:
         build_demo_models(args.models_dir)
