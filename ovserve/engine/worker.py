@@ -853,7 +853,9 @@ def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> N
         prefix_cache, block_bytes = None, None
         if spec.scheduler.enable_prefix_caching and not _is_vlm(spec.model_path):
             prefix_cache = PrefixCacheModel()
-            block_bytes = _measure_block_bytes(pipe)
+            # Drafting pipelines refuse a request without their drafting settings: those keep the
+            # model's default capacity.
+            block_bytes = _measure_block_bytes(pipe) if spec.kind is PipelineKind.CONTINUOUS_BATCHING else None
         loop = EngineLoop(pipe, conn, spec.fault, prefix_cache, block_bytes)
     else:
         loop = StatefulEngineLoop(pipe, conn)
