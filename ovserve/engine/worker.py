@@ -366,8 +366,7 @@ class EngineLoop(_LoopBase):
     def _add(self, request_id: int, prompt: EnginePrompt, params: GenerationParams, events: list[Event]) -> None:
         try:
             cfg = build_generation_config(self._pipe, params)
-            if isinstance(prompt, VisionPrompt):
-                # A VLM pipeline takes text, never token ids (text-only requests included).
+            if isinstance(prompt, VisionPrompt) and prompt.images:
                 # add_request runs the vision encoder before it returns: on this thread every
                 # running stream would wait for it, so it runs on the admission thread while
                 # this one keeps stepping (the pipeline takes add_request from other threads,
@@ -379,6 +378,12 @@ class EngineLoop(_LoopBase):
                 future = self._admission_thread().submit(self._admit, request_id, prompt.text, images, cfg, delay)
                 self._admitting.add(request_id)
                 future.add_done_callback(lambda done: self._commands.put(_Admitted(request_id, params, done)))
+                return
+            if isinstance(prompt, VisionPrompt):
+                # A VLM pipeline takes text, never token ids; without images nothing is encoded,
+                # so a text request is added here at once, never queued behind an image's encoding.
+                handle = self._pipe.add_request(request_id, prompt.text, [], cfg)
+                self._register(request_id, handle, params)
                 return
             input_ids = self._ov.Tensor(np.array([prompt], dtype=np.int64))
             handle = self._pipe.add_request(request_id, input_ids, cfg)
