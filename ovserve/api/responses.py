@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from ovserve.api import keys
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
-from ovserve.api.routes import _TYPE_TAG, _json_response, generate
+from ovserve.api.routes import TYPE_TAG, generate, json_response
 from ovserve.api.sse import NamedEventWriter
 from ovserve.errors import BadRequestError, UnsupportedParameterError
 from ovserve.protocol import ChatCompletionRequest
@@ -85,7 +85,7 @@ def validation_error(exc: ValidationError) -> BadRequestError:
         if is_tag(part):
             after_tag = True
             continue
-        if isinstance(part, str) and _TYPE_TAG.match(part):
+        if isinstance(part, str) and TYPE_TAG.match(part):
             break  # a member of a plain union ("literal[...]", "FunctionToolChoice"): the field is the param
         path.append(str(part))
     # text.format is discriminated by "type" as a field: pydantic puts the member's tag after it.
@@ -119,11 +119,11 @@ async def create_response(request: web.Request) -> web.StreamResponse:
 
 
 async def get_response(request: web.Request) -> web.Response:
-    return _json_response(await request.app[keys.RESPONSES].retrieve(request.match_info["response_id"]))
+    return json_response(await request.app[keys.RESPONSES].retrieve(request.match_info["response_id"]))
 
 
 async def delete_response(request: web.Request) -> web.Response:
-    return _json_response(await request.app[keys.RESPONSES].delete(request.match_info["response_id"]))
+    return json_response(await request.app[keys.RESPONSES].delete(request.match_info["response_id"]))
 
 
 def add_response_routes(app: web.Application) -> None:

@@ -50,7 +50,7 @@ _JSON_CONTENT_TYPES = {
 }
 
 
-def _json_response(payload: Any, status: int = 200) -> web.Response:
+def json_response(payload: Any, status: int = 200) -> web.Response:
     return web.Response(text=dumps(payload), status=status, content_type="application/json")
 
 
@@ -69,7 +69,7 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     return parse_json_object(body)
 
 
-_TYPE_TAG = re.compile(
+TYPE_TAG = re.compile(
     r"^(str|int|float|bool|none|list|dict|literal|tagged-union|function-[a-z-]+|[A-Z][A-Za-z0-9]*)(\[.*\])?$"
 )
 
@@ -80,7 +80,7 @@ def validation_error(exc: ValidationError, model: type[BaseModel]) -> BadRequest
     parts = list(first["loc"])
     # For a union-typed field pydantic appends the member it tried ("prompt.str"): the param
     # a client can act on is the field itself.
-    cut = next((i for i, part in enumerate(parts) if isinstance(part, str) and _TYPE_TAG.match(part)), len(parts))
+    cut = next((i for i, part in enumerate(parts) if isinstance(part, str) and TYPE_TAG.match(part)), len(parts))
     path = param = parts[:cut]
     field = model.model_fields.get(path[0]) if path and isinstance(path[0], str) else None
     if field is not None and isinstance(field.discriminator, str):
@@ -190,7 +190,7 @@ async def generate(
         except TimeoutError:
             raise _deadline_error(timeout) from None
         recorder.finished(job.outcome, 200)
-        return _json_response(body)
+        return json_response(body)
     except OvserveError as exc:
         recorder.finished(exc.error_type, exc.status)
         raise
@@ -286,22 +286,22 @@ async def _retrieval(request: web.Request, endpoint: str, work: Any) -> web.Resp
         recorder.finished("disconnected", 499)
         raise
     recorder.finished("stop", 200)
-    return _json_response(body)
+    return json_response(body)
 
 
 async def tokenize(request: web.Request) -> web.Response:
     parsed = _parse_body(await read_json_object(request), TokenizeRequest)
-    return _json_response(await request.app[keys.RETRIEVAL].tokenize(parsed))
+    return json_response(await request.app[keys.RETRIEVAL].tokenize(parsed))
 
 
 async def detokenize(request: web.Request) -> web.Response:
     parsed = _parse_body(await read_json_object(request), DetokenizeRequest)
-    return _json_response(await request.app[keys.RETRIEVAL].detokenize(parsed))
+    return json_response(await request.app[keys.RETRIEVAL].detokenize(parsed))
 
 
 async def list_models(request: web.Request) -> web.Response:
     models = request.app[keys.MODELS]
-    return _json_response(
+    return json_response(
         {
             "object": "list",
             "data": [
@@ -314,7 +314,7 @@ async def list_models(request: web.Request) -> web.Response:
 
 async def get_model(request: web.Request) -> web.Response:
     model = request.app[keys.MODELS].get(request.match_info["name"])
-    return _json_response({"id": model.name, "object": "model", "created": model.created, "owned_by": "ovserve"})
+    return json_response({"id": model.name, "object": "model", "created": model.created, "owned_by": "ovserve"})
 
 
 async def health_live(request: web.Request) -> web.Response:
@@ -345,7 +345,7 @@ async def health(request: web.Request) -> web.Response:
     body: dict[str, Any] = {"status": status}
     if is_authorized(request, request.app[keys.API_KEYS]):
         body["models"] = {model.name: model.engine.state.value for model in models}
-    return _json_response(body, status=200 if ready else 503)
+    return json_response(body, status=200 if ready else 503)
 
 
 # A scrape waits at most this long for fresh engine counters, then reports the last ones.

@@ -350,12 +350,7 @@ class EngineClient:
         Leaving the iteration early (client disconnect, a stop string found by the server)
         cancels the engine request: the engine frees it and confirms with :class:`RequestEnded`.
         """
-        request_id = next(_request_ids)
-        stream: asyncio.Queue[_StreamItem] = asyncio.Queue()
-        self._send(AddRequest(request_id, prompt, params))
-        if not self._streams:
-            self._last_progress = time.monotonic()  # an idle engine's silence was not a stall
-        self._streams[request_id] = stream
+        request_id, stream = self._open(lambda request_id: AddRequest(request_id, prompt, params))
         finished = False
         try:
             while True:
@@ -376,10 +371,25 @@ class EngineClient:
                         finished = True
                         raise EngineError("the engine answered a generation with a retrieval result")
         finally:
-            if not finished and request_id in self._streams and self._conn is not None:
-                # Keep the stream registered until the engine confirms with RequestEnded.
-                self._streams[request_id] = asyncio.Queue()
-                self._outbox.put(CancelRequest(request_id))
+            if not finished:
+                self._cancel(request_id)
+
+    def _open(self, command: Callable[[int], Command]) -> tuple[int, asyncio.Queue[_StreamItem]]:
+        """Send ``command`` for a new request id; the queue its events arrive on."""
+        request_id = next(_request_ids)
+        stream: asyncio.Queue[_StreamItem] = asyncio.Queue()
+        self._send(command(request_id))
+        if not self._streams:
+            self._last_progress = time.monotonic()  # an idle engine's silence was not a stall
+        self._streams[request_id] = stream
+        return request_id, stream
+
+    def _cancel(self, request_id: int) -> None:
+        """The caller stopped waiting: cancel the engine request, keeping it registered (its events
+        dropped) until the engine confirms with RequestEnded."""
+        if request_id in self._streams and self._conn is not None:
+            self._streams[request_id] = asyncio.Queue()
+            self._outbox.put(CancelRequest(request_id))
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         """The embeddings of ``texts`` (float32 [len(texts), dim]), computed in the engine process."""
@@ -396,20 +406,14 @@ class EngineClient:
     async def _call(self, command: Callable[[int], Command]) -> EmbedResult | RerankResult:
         """One request answered by one result event. A caller that stops waiting (disconnect,
         timeout) cancels it: the engine drops it before its next pipeline call."""
-        request_id = next(_request_ids)
-        stream: asyncio.Queue[_StreamItem] = asyncio.Queue()
-        self._send(command(request_id))
-        if not self._streams:
-            self._last_progress = time.monotonic()  # an idle engine's silence was not a stall
-        self._streams[request_id] = stream
+        request_id, stream = self._open(command)
         finished = False
         try:
             event = await stream.get()
             finished = True
         finally:
-            if not finished and request_id in self._streams and self._conn is not None:
-                self._streams[request_id] = asyncio.Queue()  # until the engine confirms
-                self._outbox.put(CancelRequest(request_id))
+            if not finished:
+                self._cancel(request_id)
         match event:
             case EmbedResult() | RerankResult():
                 return event

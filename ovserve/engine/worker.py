@@ -64,6 +64,7 @@ from ovserve.engine.messages import (
 from ovserve.engine.prefix_cache import PrefixCacheModel
 from ovserve.engine.spec import SLOW_ADMISSION_S, EngineFault, EngineSpec, PipelineKind, SchedulerSettings
 from ovserve.memory import pin_malloc_thresholds
+from ovserve.vision import VISION_ENCODER_FILE
 
 log = logging.getLogger("ovserve.engine")
 
@@ -871,7 +872,7 @@ def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> N
 
 def _is_vlm(model_path: Path) -> bool:
     """A VLM directory (openvino_genai's layout): its prompts are never token ids."""
-    return (model_path / "openvino_vision_embeddings_model.xml").is_file()
+    return (model_path / VISION_ENCODER_FILE).is_file()
 
 
 def _measure_block_bytes(pipe: Any) -> int | None:
