@@ -22,6 +22,7 @@ Engine traps this loop is built around (see shared/feasibility.md):
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
 import os
 import queue
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ovserve.engine.detokenizer import DecodeBatch, IncrementalDetokenizer, decode_now
+from ovserve.engine.detokenizer import DecodeBatch, Detokenizer, IncrementalDetokenizer, decode_now
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
@@ -110,6 +111,8 @@ _PROBE_REQUEST_ID = 2**62
 
 # While busy, the engine reports its state (and so its progress) at least this often.
 _HEARTBEAT_INTERVAL_S = 1.0
+# Vocabularies up to this size get a token-piece table (~70 bytes per id); 256k covers Gemma's.
+_MAX_VOCAB_PIECES = 300_000
 
 # GenerationConfig's own "consider every token" value (SIZE_MAX).
 _NO_TOP_K = 2**64 - 1
@@ -305,8 +308,10 @@ class EngineLoop(_LoopBase):
         fault: EngineFault | None = None,
         prefix_cache: PrefixCacheModel | None = None,
         block_bytes: int | None = None,
+        vocab_size: int | None = None,
     ) -> None:
         super().__init__(pipe, conn)
+        self._detokenizer = _detokenizer(self._tokenizer, vocab_size)
         # The model of the engine's prefix cache (text prompts, prefix caching on), and the bytes
         # of one KV block, which turn the cache's size into the model's capacity.
         self._prefix_cache = prefix_cache
@@ -487,7 +492,7 @@ class EngineLoop(_LoopBase):
                 self._releasing[request_id] = (handle, steps_left - 1)
         # Outputs are placed in step order; their text is filled in by one batched decode.
         outputs: list[Event | None] = []
-        batch = DecodeBatch(self._tokenizer)
+        batch = DecodeBatch(self._detokenizer)
         for request_id, active in list(self._active.items()):
             self._drain(request_id, active, outputs, batch)
         batch.run()
@@ -640,8 +645,9 @@ class StatefulEngineLoop(_LoopBase):
     streamer checks after every token; queued requests wait in ``_pending``.
     """
 
-    def __init__(self, pipe: Any, conn: Connection) -> None:
+    def __init__(self, pipe: Any, conn: Connection, vocab_size: int | None = None) -> None:
         super().__init__(pipe, conn)
+        self._detokenizer = _detokenizer(self._tokenizer, vocab_size)
         self._cancelled: set[int] = set()
         self._outstanding: set[int] = set()  # added and not yet ended (kept by the reader thread)
         self._pending: list[AddRequest] = []
@@ -706,7 +712,7 @@ class StatefulEngineLoop(_LoopBase):
         request_id, params = add.request_id, add.params
         assert not isinstance(add.prompt, VisionPrompt), "a VLM is never served by the stateful pipeline"
         decoder = IncrementalDetokenizer(params.skip_special_tokens)
-        tokenizer = self._tokenizer
+        detokenizer = self._detokenizer
         generated = 0
         outer = self
 
@@ -716,7 +722,7 @@ class StatefulEngineLoop(_LoopBase):
                 ids = [token] if isinstance(token, int) else list(token)
                 generated += len(ids)
                 if ids:
-                    text = decode_now(tokenizer, decoder, ids)
+                    text = decode_now(detokenizer, decoder, ids)
                     outer._send([SequenceOutput(request_id, 0, text, len(ids), None, None)])
                 if request_id in outer._cancelled:
                     return ov_genai.StreamingStatus.CANCEL
@@ -742,7 +748,7 @@ class StatefulEngineLoop(_LoopBase):
             self._send([RequestEnded(request_id)])
             return
         finish = "length" if generated >= params.max_new_tokens else "stop"
-        rest = decode_now(self._tokenizer, decoder, [], ends=True)
+        rest = decode_now(detokenizer, decoder, [], ends=True)
         self._send([SequenceOutput(request_id, 0, rest, 0, None, finish), RequestEnded(request_id)])
 
 
@@ -862,12 +868,34 @@ def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> N
             # Drafting pipelines refuse a request without their drafting settings: those keep the
             # model's default capacity.
             block_bytes = _measure_block_bytes(pipe) if spec.kind is PipelineKind.CONTINUOUS_BATCHING else None
-        loop = EngineLoop(pipe, conn, spec.fault, prefix_cache, block_bytes)
+        loop = EngineLoop(pipe, conn, spec.fault, prefix_cache, block_bytes, _vocab_size(spec.model_path))
     else:
-        loop = StatefulEngineLoop(pipe, conn)
+        loop = StatefulEngineLoop(pipe, conn, _vocab_size(spec.model_path))
     conn.send([Ready(os.getpid())])
     loop.start_reader()
     loop.run()
+
+
+def _vocab_size(model_path: Path) -> int | None:
+    """The ids the model can generate (its config's ``vocab_size``), if the config says."""
+    try:
+        config = json.loads((model_path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    # A VLM keeps its language model's settings in a nested config.
+    nested = [config.get(key) for key in ("text_config", "llm_config")]
+    sizes = [config.get("vocab_size")] + [sub.get("vocab_size") for sub in nested if isinstance(sub, dict)]
+    return next((size for size in sizes if isinstance(size, int) and size > 0), None)
+
+
+def _detokenizer(tokenizer: Any, vocab_size: int | None) -> Detokenizer:
+    """The loop's detokenizer, with token pieces when the vocabulary's size is known and not huge."""
+    detokenizer = Detokenizer(tokenizer)
+    if vocab_size is not None and vocab_size <= _MAX_VOCAB_PIECES:
+        started = time.monotonic()
+        detokenizer.learn_pieces(vocab_size)
+        log.debug("token pieces of %d ids in %.2f s", vocab_size, time.monotonic() - started)
+    return detokenizer
 
 
 def _is_vlm(model_path: Path) -> bool:

@@ -67,6 +67,23 @@ def test_stream_with_n_streams_each_index(server: Server) -> None:
     assert [streamed[0], streamed[1]] == unary
 
 
+@pytest.mark.parametrize("skip_special_tokens", [True, False])
+def test_a_stream_sends_its_text_as_it_is_generated(server: Server, skip_special_tokens: bool) -> None:
+    # With special tokens kept, the engine's batched decode once padded shorter windows with the
+    # pad token's text: every delta waited for the end and the stream came as one chunk.
+    fields = {"max_tokens": 24, "ignore_eos": True, "temperature": 0, "skip_special_tokens": skip_special_tokens}
+    body = {"model": "tiny-llm", "messages": HELLO, "stream": True, **fields}
+    with httpx.stream("POST", f"{server.url}{CHAT}", json=body, timeout=60) as response:
+        events = sse_events(response)
+    deltas = [
+        choice["delta"].get("content") or ""
+        for chunk in (json.loads(event) for event in events[:-1])
+        for choice in chunk["choices"]
+    ]
+    assert sum(1 for delta in deltas if delta) >= 12  # random tokens: some only complete a character
+    assert "".join(deltas) == texts(chat(server, **fields))[0]
+
+
 def test_best_of_is_beam_search_returning_the_n_best_beams(server: Server) -> None:
     first = chat(server, best_of=3, n=3, ignore_eos=True)
     again = chat(server, best_of=3, n=3, ignore_eos=True)
