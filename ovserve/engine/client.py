@@ -1,9 +1,10 @@
 """The server-process side of an engine: spawns it, talks to it, restarts it when it dies.
 
 Commands go to the child through a writer thread (a pipe write can block while the child is
-inside ``step()`` and not reading); events come back through ``loop.add_reader`` on the pipe, so
-nothing here ever blocks the event loop. Each request gets an ``asyncio.Queue`` that the reader
-fills; the request's consumer re-raises engine failures as :class:`EngineError`.
+inside ``step()`` and not reading); events come back through ``loop.add_reader`` on their own
+pipe (``ovserve.engine.channel``), so nothing here ever blocks the event loop. Each request
+gets an ``asyncio.Queue`` that the reader fills; the request's consumer re-raises engine failures
+as :class:`EngineError`.
 
 How the engine is started is a :data:`EngineLauncher`: :func:`spawn_engine` (a real engine
 process) in production, an in-process stand-in speaking the same protocol in the fast tests.
@@ -21,11 +22,11 @@ import queue
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable
-from multiprocessing.connection import Connection
 from typing import Protocol
 
 import numpy as np
 
+from ovserve.engine.channel import PipeChannel, engine_channel
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
@@ -82,29 +83,29 @@ class EngineProcess(Protocol):
     def kill(self) -> None: ...
 
 
-EngineLauncher = Callable[[EngineSpec, int], tuple[Connection, EngineProcess]]
-"""Starts an engine for ``(spec, log_level)``; returns the server's end of its pipe and its process.
+EngineLauncher = Callable[[EngineSpec, int], tuple[PipeChannel, EngineProcess]]
+"""Starts an engine for ``(spec, log_level)``; returns the server's side of its channel and its process.
 
 The engine answers on the pipe with :class:`Ready` (or :class:`Fatal`) and then serves commands;
 its death shows as EOF on the pipe.
 """
 
 
-def spawn_engine(spec: EngineSpec, log_level: int) -> tuple[Connection, EngineProcess]:
+def spawn_engine(spec: EngineSpec, log_level: int) -> tuple[PipeChannel, EngineProcess]:
     """The real engine: ``ovserve.engine.worker.main`` in a spawned process."""
     from ovserve.engine import worker
 
     ctx = multiprocessing.get_context("spawn")
-    parent_conn, child_conn = ctx.Pipe(duplex=True)
+    server_side, engine_side = engine_channel(ctx)
     process = ctx.Process(
         target=worker.main,
-        args=(child_conn, spec, log_level),
+        args=(engine_side, spec, log_level),
         name=f"ovserve-engine-{spec.name}",
         daemon=True,
     )
     process.start()
-    child_conn.close()  # so that the child's death shows up as EOF here
-    return parent_conn, process
+    engine_side.close()  # so that the child's death shows up as EOF here
+    return server_side, process
 
 
 class EngineClient:
@@ -133,7 +134,7 @@ class EngineClient:
         self._log_level = log_level
         self._launcher = launcher
         self._process: EngineProcess | None = None
-        self._conn: Connection | None = None
+        self._conn: PipeChannel | None = None
         self._outbox: queue.SimpleQueue[Command | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._streams: dict[int, asyncio.Queue[_StreamItem]] = {}
@@ -200,7 +201,7 @@ class EngineClient:
         conn.close()
 
     @staticmethod
-    def _write_loop(conn: Connection, outbox: queue.SimpleQueue[Command | None]) -> None:
+    def _write_loop(conn: PipeChannel, outbox: queue.SimpleQueue[Command | None]) -> None:
         while (item := outbox.get()) is not None:
             try:
                 conn.send(item)
@@ -214,8 +215,7 @@ class EngineClient:
         if conn is None:
             return
         try:
-            while conn.poll():
-                events = conn.recv()
+            for events in conn.receive_ready():
                 self._last_progress = time.monotonic()
                 for event in events:
                     self._dispatch(event)

@@ -31,12 +31,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ovserve.engine.channel import PipeChannel
 from ovserve.engine.detokenizer import DecodeBatch, Detokenizer, IncrementalDetokenizer, decode_now
 from ovserve.engine.messages import (
     AddRequest,
@@ -264,7 +264,7 @@ _POOLING = {"CLS": "CLS", "LAST": "LAST_TOKEN", "MEAN": "MEAN"}
 class _LoopBase:
     """What both engine loops share: the pipe, the command queue its reader thread fills, sending."""
 
-    def __init__(self, pipe: Any, conn: Connection) -> None:
+    def __init__(self, pipe: Any, conn: PipeChannel) -> None:
         self._pipe = pipe
         # Retrieval pipelines keep their tokenizer to themselves (and need none here).
         self._tokenizer: Any = pipe.get_tokenizer() if hasattr(pipe, "get_tokenizer") else None
@@ -304,7 +304,7 @@ class EngineLoop(_LoopBase):
     def __init__(
         self,
         pipe: Any,
-        conn: Connection,
+        conn: PipeChannel,
         fault: EngineFault | None = None,
         prefix_cache: PrefixCacheModel | None = None,
         block_bytes: int | None = None,
@@ -645,7 +645,7 @@ class StatefulEngineLoop(_LoopBase):
     streamer checks after every token; queued requests wait in ``_pending``.
     """
 
-    def __init__(self, pipe: Any, conn: Connection, vocab_size: int | None = None) -> None:
+    def __init__(self, pipe: Any, conn: PipeChannel, vocab_size: int | None = None) -> None:
         super().__init__(pipe, conn)
         self._detokenizer = _detokenizer(self._tokenizer, vocab_size)
         self._cancelled: set[int] = set()
@@ -762,7 +762,7 @@ class RetrievalEngineLoop(_LoopBase):
     request is not mistaken for a stall.
     """
 
-    def __init__(self, pipe: Any, conn: Connection, spec: EngineSpec) -> None:
+    def __init__(self, pipe: Any, conn: PipeChannel, spec: EngineSpec) -> None:
         super().__init__(pipe, conn)
         self._batch_size = spec.retrieval.embeddings_batch_size
         self._outstanding: set[int] = set()  # received and not yet answered (kept by the reader)
@@ -848,7 +848,7 @@ class RetrievalEngineLoop(_LoopBase):
             self._send([Heartbeat(self._stats())])
 
 
-def main(conn: Connection, spec: EngineSpec, log_level: int = logging.INFO) -> None:
+def main(conn: PipeChannel, spec: EngineSpec, log_level: int = logging.INFO) -> None:
     """Entry point of the engine process (``multiprocessing`` spawn target)."""
     logging.basicConfig(level=log_level, format=f"%(asctime)s %(levelname)s [engine {spec.name}] %(message)s")
     # Before the pipeline and any request: freed buffers must go back to the OS (ovserve.memory).

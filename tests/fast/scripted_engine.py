@@ -14,8 +14,8 @@ import multiprocessing
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 
+from ovserve.engine.channel import PipeChannel, engine_channel
 from ovserve.engine.client import EngineProcess
 from ovserve.engine.messages import (
     AddRequest,
@@ -80,7 +80,7 @@ def end_with(error: EngineErrorKind, message: str) -> Script:
 class ScriptedEngine:
     """The engine's end of the pipe: one thread that reads commands and "steps" the scripts."""
 
-    conn: Connection
+    conn: PipeChannel
     script: Script
     gate: threading.Event  # Ready is sent once this is set (a model that is still loading)
     fatal: str | None = None  # sent instead of Ready: the pipeline could not be built
@@ -176,8 +176,8 @@ class ScriptedLauncher:
     def __post_init__(self) -> None:
         self.gate.set()  # loaded at once unless a test clears it
 
-    def __call__(self, spec: EngineSpec, log_level: int) -> tuple[Connection, EngineProcess]:
-        server_end, engine_end = multiprocessing.Pipe(duplex=True)
+    def __call__(self, spec: EngineSpec, log_level: int) -> tuple[PipeChannel, EngineProcess]:
+        server_end, engine_end = engine_channel(multiprocessing.get_context())
         # Through the launcher: a test may swap the script between requests.
         engine = ScriptedEngine(engine_end, lambda add: self.script(add), self.gate, self.fatal)
         engine.start()

@@ -1,14 +1,18 @@
-"""The engine wire protocol: every message crosses a real pipe intact; the test fault comes from one place."""
+"""The engine wire protocol: every message crosses the real channel intact, whole and in order,
+without blocking the server's reads or waking the engine's reader; the test fault comes from one place."""
 
 from __future__ import annotations
 
 import multiprocessing
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ovserve.config import ModelSettings
+from ovserve.engine.channel import PipeChannel, engine_channel
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
@@ -35,8 +39,12 @@ PARAMS = GenerationParams(
 )  # fmt: skip
 
 
+def channel() -> tuple[PipeChannel, PipeChannel]:
+    return engine_channel(multiprocessing.get_context("spawn"))
+
+
 def test_commands_and_event_batches_cross_a_pipe_unchanged() -> None:
-    server_end, engine_end = multiprocessing.Pipe()
+    server_end, engine_end = channel()
     commands = [AddRequest(1, [5, 6, 7], PARAMS), CancelRequest(1), StatsRequest(9), Shutdown()]
     for command in commands:
         server_end.send(command)
@@ -53,10 +61,78 @@ def test_commands_and_event_batches_cross_a_pipe_unchanged() -> None:
     ]
     engine_end.send(events)  # one write per engine step
     assert server_end.recv() == events
+    engine_end.send(events)
+    assert wait_for_messages(server_end, 1) == [events]
+
+
+def wait_for_messages(server_end: PipeChannel, count: int, timeout: float = 10.0) -> list[object]:
+    received: list[object] = []
+    deadline = time.monotonic() + timeout
+    while len(received) < count and time.monotonic() < deadline:
+        if server_end.poll(0.1):
+            received.extend(server_end.receive_ready())
+    return received
+
+
+def test_the_server_side_reads_whatever_has_arrived_without_waiting_for_the_rest() -> None:
+    server_end, engine_end = channel()
+    assert server_end.receive_ready() == []  # nothing yet: an empty answer, not a wait
+    big = np.random.default_rng(0).random((1024, 1024), dtype=np.float32)  # 4 MiB: many pipe-fulls
+    writer = threading.Thread(target=lambda: [engine_end.send(item) for item in ([1], big, [2])])
+    writer.start()
+    received: list[object] = []
+    calls = 0
+    while len(received) < 3:
+        calls += 1
+        received.extend(server_end.receive_ready())  # returns at once with whole messages only
+    writer.join()
+    assert received[0] == [1] and received[2] == [2]
+    np.testing.assert_array_equal(received[1], big)
+    assert calls > 1  # the 4 MiB message came over several calls: no call waited for all of it
+
+
+def test_the_server_side_sees_eof_after_the_last_message_once_the_engine_is_gone() -> None:
+    server_end, engine_end = channel()
+    engine_end.send(["last words"])
+    engine_end.close()
+    assert wait_for_messages(server_end, 1) == [["last words"]]
+    with pytest.raises(EOFError):
+        server_end.receive_ready()
+
+
+def voluntary_switches(thread_id: int) -> int:
+    status = Path(f"/proc/self/task/{thread_id}/status").read_text()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+def test_reading_events_does_not_wake_the_engine_thread_waiting_for_commands() -> None:
+    # With one duplex socket pair, each read of the engine's events woke the engine's command
+    # reader (the socket's one wait queue hears "space freed"): a wake per engine step.
+    server_end, engine_end = channel()
+    started = threading.Event()
+    reader_id: list[int] = []
+
+    def read_commands() -> None:
+        reader_id.append(threading.get_native_id())
+        started.set()
+        engine_end.recv()  # blocks until the final command
+
+    reader = threading.Thread(target=read_commands)
+    reader.start()
+    started.wait()
+    time.sleep(0.2)  # let it block in recv
+    before = voluntary_switches(reader_id[0])
+    for step in range(200):
+        engine_end.send([step])
+        assert wait_for_messages(server_end, 1) == [[step]]
+    woken = voluntary_switches(reader_id[0]) - before
+    server_end.send(Shutdown())
+    reader.join()
+    assert woken < 10, f"the command reader woke {woken} times while 200 event batches were read"
 
 
 def test_a_vision_prompt_crosses_with_its_image_bytes() -> None:
-    server_end, engine_end = multiprocessing.Pipe()
+    server_end, engine_end = channel()
     image = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
     server_end.send(AddRequest(1, VisionPrompt("<ov_genai_image_0> what?", [image]), PARAMS))
     received = engine_end.recv()
