@@ -181,6 +181,8 @@ class RequestRecorder:
         self._last_token: dict[int, float] = {}
         self._first_token = False
         self._finished = False
+        # The per-token series, looked up once (labels() takes a lock and builds a key per call).
+        self._per_token: tuple[Histogram, Counter] | None = None
 
     def admitted(self, prompt_tokens: int) -> None:
         self._admitted = time.monotonic()
@@ -195,14 +197,20 @@ class RequestRecorder:
             self._metrics.time_to_first_token.labels(model=model).observe(now - self.arrived)
             if self._admitted is not None:
                 self._metrics.queue_time.labels(model=model).observe(now - self._admitted)
+        if self._per_token is None:
+            metrics = self._metrics
+            self._per_token = (
+                metrics.inter_token_latency.labels(model=model),
+                metrics.generation_tokens.labels(model=model),
+            )
+        inter_token_latency, generation_tokens = self._per_token
         previous = self._last_token.get(index)
         if previous is not None:
-            histogram = self._metrics.inter_token_latency.labels(model=model)
             gap = (now - previous) / count
             for _ in range(count):
-                histogram.observe(gap)
+                inter_token_latency.observe(gap)
         self._last_token[index] = now
-        self._metrics.generation_tokens.labels(model=model).inc(count)
+        generation_tokens.inc(count)
 
     def prefix_cache(self, prompt_tokens: int, cached_tokens: int) -> None:
         """A request's prompt tokens looked up in the prefix cache, and how many it served."""
