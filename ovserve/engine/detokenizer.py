@@ -1,4 +1,4 @@
-"""Token ids to text deltas in the engine process, batched: one detokenizer call per step.
+"""Token ids to text deltas in the engine process: at most one detokenizer call per step, often none.
 
 Contract:
 
