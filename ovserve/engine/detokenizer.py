@@ -101,15 +101,15 @@ class TokenPieces:
 
     def _find_mismatch(self, detokenizer: Detokenizer, anchor: list[int], skip: bool) -> tuple[list[int], str] | None:
         """A run of tokens whose decoded text is not their pieces joined, if the check finds one."""
-        with_piece = [token for token in range(len(self._plain)) if self.text([token], skip) is not None]
-        if not with_piece:
+        table = [self._skipped.get(token, piece) for token, piece in enumerate(self._plain)] if skip else self._plain
+        pieces = {token: piece for token, piece in enumerate(table) if piece is not None}
+        if not pieces:
             return None
+        with_piece = list(pieces)
         rng = random.Random(0)  # the same check every start: a mismatch is never intermittent
         runs = [[rng.choice(with_piece) for _ in range(_CHECK_RUN_LENGTH)] for _ in range(_CHECK_RUNS)]
-        ends_in_space = [token for token in with_piece if (self.text([token], skip) or "").endswith(" ")]
-        clean_up_starts = [
-            token for token in with_piece if (self.text([token], skip) or "").startswith(_CLEAN_UP_STARTS)
-        ]
+        ends_in_space = [token for token, piece in pieces.items() if piece.endswith(" ")]
+        clean_up_starts = [token for token, piece in pieces.items() if piece.startswith(_CLEAN_UP_STARTS)]
         if ends_in_space and clean_up_starts:
             runs += [[rng.choice(ends_in_space), rng.choice(clean_up_starts)] for _ in range(_CHECK_PAIRS)]
         decoded = detokenizer.decode([anchor + run for run in runs], skip)
