@@ -14,10 +14,10 @@ Contract:
 - Health probes stay open (Kubernetes and load balancers carry no keys). ``/metrics`` needs a key
   unless ``--metrics_public``. ``/health`` answers without a key but then lists no model names.
 - Keys are never logged: only how many are configured and where they came from.
-- Who called: on every request it lets through to a handler, except the open paths above on a
-  server with keys, the middleware puts :data:`CALLER` on the request: :func:`caller_digest` of
-  the key presented (one key, one caller: what stored responses belong to), or None when the
-  server has no keys (everyone is the same caller).
+- Who called: on every request it lets through to a handler other than the open paths above,
+  the middleware puts :data:`CALLER` on the request: :func:`caller_digest` of the key presented
+  (one key, one caller: what stored responses belong to), or None when the server has no keys
+  (everyone is the same caller). Handlers of the open paths must not read it.
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ def _digest(key: str) -> bytes:
 
 
 def caller_digest(key: str) -> str:
-    """A stable, non-reversible name for the holder of ``key``: SHA-256 hex, domain-separated so it
-    equals no other hash of the key. Stable across restarts and key files, so a response stored
-    under a key stays that key's; it names the key, not its holder: a removed key's responses
-    belong to nobody any more."""
+    """A stable, non-reversible name for ``key``, safe to store: SHA-256 hex of a fixed prefix and
+    the key (the prefix keeps it apart from the plain SHA-256 used to compare keys). Stable across
+    restarts and key files, so a response stored under a key stays that key's; it names the key,
+    not its holder: a removed key's responses belong to nobody any more."""
     return hashlib.sha256(b"ovserve caller\0" + key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
