@@ -14,6 +14,10 @@ Contract:
 - Health probes stay open (Kubernetes and load balancers carry no keys). ``/metrics`` needs a key
   unless ``--metrics_public``. ``/health`` answers without a key but then lists no model names.
 - Keys are never logged: only how many are configured and where they came from.
+- Who called: on every request it lets through to a handler other than the open paths above,
+  the middleware puts :data:`CALLER` on the request: :func:`caller_digest` of the key presented
+  (one key, one caller: what stored responses belong to), or None when the server has no keys
+  (everyone is the same caller). Handlers of the open paths must not read it.
 """
 
 from __future__ import annotations
@@ -38,9 +42,20 @@ _FILE_CHECK_INTERVAL_S = 1.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+# The caller's identity, for handlers: caller_digest(key), or None on a server without keys.
+CALLER: web.RequestKey[str | None] = web.RequestKey("caller")
+
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def caller_digest(key: str) -> str:
+    """A stable, non-reversible name for ``key``, safe to store: SHA-256 hex of a fixed prefix and
+    the key (the prefix keeps it apart from the plain SHA-256 used to compare keys). Stable across
+    restarts and key files, so a response stored under a key stays that key's; it names the key,
+    not its holder: a removed key's responses belong to nobody any more."""
+    return hashlib.sha256(b"ovserve caller\0" + key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _keys_from_file(path: Path) -> list[str]:
@@ -135,9 +150,12 @@ def auth_middleware(keys: ApiKeys, *, metrics_public: bool) -> Middleware:
         if path in OPEN_PATHS or model_probe or (metrics_public and path == "/metrics"):
             return await handler(request)
         if not keys.enabled:
+            request[CALLER] = None
             return await handler(request)
         presented = presented_key(request)
         if keys.accepts(presented):
+            assert presented is not None  # accepts() refuses a missing key
+            request[CALLER] = caller_digest(presented)
             return await handler(request)
         if presented is None:
             raise AuthenticationError(

@@ -6,6 +6,7 @@ import asyncio
 
 from aiohttp import web
 
+from ovserve.api import auth
 from ovserve.api.auth import ApiKeys
 from ovserve.api.drain import Drain
 from ovserve.config import ServerSettings
@@ -36,3 +37,7 @@ API_KEYS = web.AppKey("api_keys", ApiKeys)
 # SIGTERM's drain: readiness 503, new requests 503, in-flight requests counted.
 DRAIN = web.AppKey("drain", Drain)
 METRICS = web.AppKey("metrics", ServerMetrics)
+
+# A request key: which key called (its digest; None without keys). The auth middleware sets it, so
+# it is declared next to the middleware (auth.py; this module imports auth, not the reverse).
+CALLER = auth.CALLER

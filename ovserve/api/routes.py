@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -165,12 +165,15 @@ async def generate(
     *,
     writer: type[SSEWriter] = SSEWriter,
     failure: FailureEvent = _error_event,
+    prepare: Callable[[Any], Awaitable[Any]] | None = None,
 ) -> web.StreamResponse:
     """Validate, prepare, admit (429 when the model's queue is full), then answer within
     ``--request_timeout``; every request is counted once in ``/metrics`` with its outcome.
 
     ``service`` is the endpoint's ChatService, CompletionService or ResponsesService (same shape,
-    own job type); ``writer`` and ``failure`` are how its stream is written and how it fails.
+    own job type); ``writer`` and ``failure`` are how its stream is written and how it fails;
+    ``prepare``, when given, replaces ``service.prepare`` (to bind per-request context, such as
+    the Responses API's owner).
     """
     settings = request.app[keys.SETTINGS]
     recorder = request.app[keys.METRICS].recorder(endpoint)
@@ -179,7 +182,7 @@ async def generate(
     job = None
     try:
         parsed = parse(await read_json_object(request))
-        job = await service.prepare(parsed)
+        job = await (prepare or service.prepare)(parsed)
         recorder.model = job.model.name
         job.admit(recorder)
         if parsed.stream:

@@ -17,6 +17,12 @@ Conversation state: a stored response keeps its whole conversation as input item
 conversation, this input, this output; ``instructions`` are not carried over, as OpenAI
 specifies). Continuing it renders the same messages as a client resending that history itself, so
 the prompt, and with prefix caching the reused KV blocks, are the same.
+
+Ownership: every store call carries the caller's ``owner`` (from the HTTP layer: a digest of the
+API key presented, or :data:`~ovserve.service.response_store.OPEN_OWNER` without keys). ``GET``,
+``DELETE`` and ``previous_response_id`` on another owner's response answer exactly as for an
+unknown id (the same 404, message and param), so a response id tells one key nothing about
+another key's responses.
 """
 
 from __future__ import annotations
@@ -246,6 +252,7 @@ class ResponsesJob(ChatJob):
     responses: ResponsesRequest | None = None
     conversation: list[Item] = field(default_factory=list)  # history + this input, as items
     store: bool = False  # the response is kept once it completes
+    owner: str | None = None  # whose stored response it becomes (set by prepare)
     sequence_number: int = 0  # the stream's next event number
     output: list[Item] = field(default_factory=list)  # the output items so far (OutputBuilder's)
 
@@ -389,10 +396,11 @@ class ResponsesService:
         self.chat = chat
         self.store = store
 
-    async def prepare(self, request: ResponsesRequest) -> ResponsesJob:
+    async def prepare(self, request: ResponsesRequest, *, owner: str) -> ResponsesJob:
+        """The chat job of ``request`` from ``owner``, who may continue only their own responses."""
         history: list[Item] = []
         if request.previous_response_id is not None:
-            history = await self._history(request.previous_response_id)
+            history = await self._history(request.previous_response_id, owner)
         conversation, input_items = conversation_of(request, history)
         try:
             chat = ChatCompletionRequest.model_validate(chat_request(request, conversation))
@@ -415,16 +423,17 @@ class ResponsesService:
         job.responses = request
         job.conversation = [*history, *input_items]
         job.store = request.store and self.store.enabled
+        job.owner = owner
         return job
 
-    async def _history(self, response_id: str) -> list[Item]:
+    async def _history(self, response_id: str, owner: str) -> list[Item]:
         if not self.store.enabled:
             raise BadRequestError(
                 "previous_response_id needs the response store, which this server runs without "
                 "(--responses_store none); send the whole conversation as input",
                 param="previous_response_id",
             )
-        stored = await self.store.get(response_id)
+        stored = await self.store.get(response_id, owner=owner)
         if stored is None:
             raise NotFoundError(
                 f"no stored response '{response_id}' (never stored, deleted, or evicted from the store)",
@@ -532,18 +541,20 @@ class ResponsesService:
 
     async def _keep(self, job: ResponsesJob, response: dict[str, Any]) -> None:
         if job.store:
-            await self.store.put(response, [*job.conversation, *response["output"]])
+            assert job.owner is not None
+            await self.store.put(response, [*job.conversation, *response["output"]], owner=job.owner)
 
     # -- GET / DELETE -------------------------------------------------------------------------
 
-    async def retrieve(self, response_id: str) -> dict[str, Any]:
-        stored = await self.store.get(response_id, conversation=False) if self.store.enabled else None
+    async def retrieve(self, response_id: str, *, owner: str) -> dict[str, Any]:
+        enabled = self.store.enabled
+        stored = await self.store.get(response_id, owner=owner, conversation=False) if enabled else None
         if stored is None:
             raise _unknown(response_id)
         return stored.response
 
-    async def delete(self, response_id: str) -> dict[str, Any]:
-        if not (self.store.enabled and await self.store.delete(response_id)):
+    async def delete(self, response_id: str, *, owner: str) -> dict[str, Any]:
+        if not (self.store.enabled and await self.store.delete(response_id, owner=owner)):
             raise _unknown(response_id)
         return {"id": response_id, "object": "response.deleted", "deleted": True}
 

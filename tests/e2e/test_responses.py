@@ -7,6 +7,7 @@ required) makes the model write a valid call, so function calling round trips ar
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +177,79 @@ def test_the_bad_input_table_gets_its_4xx_from_a_real_server_and_leaves_no_engin
         checked += 1
     assert checked >= 30
     assert server.metric("ovserve_inflight_requests") == 0
+
+
+KEY_A, KEY_B = "sk-responses-owner-a", "sk-responses-owner-b"
+
+
+@pytest.fixture(scope="module")
+def two_key_server(tiny_llm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(tmp_path_factory.mktemp("two-keys"), tiny_llm, "--api_key", KEY_A, "--api_key", KEY_B)
+    yield running
+    running.stop()
+
+
+def _keyed(server: Server, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v3", api_key=key, max_retries=0)
+
+
+def _not_found(server: Server, method: str, path: str, key: str, body: Any = None) -> dict[str, Any]:
+    """The 404 body of a request with ``key``, the id in it replaced by ID (so two can be compared)."""
+    answer = httpx.request(
+        method, f"{server.url}{path}", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    )
+    assert answer.status_code == 404, answer.text
+    error = answer.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    response_id = (body or {}).get("previous_response_id") or path.rsplit("/", 1)[-1]
+    return {**error, "message": error["message"].replace(response_id, "ID")}
+
+
+def test_a_stored_response_belongs_to_the_key_that_created_it(two_key_server: Server) -> None:
+    owner, other = _keyed(two_key_server, KEY_A), _keyed(two_key_server, KEY_B)
+    created = owner.responses.create(model="tiny-llm", input="Keep this between us.", **GREEDY)
+    unknown = "resp_" + "0" * 32
+    path, nowhere = f"/v3/responses/{created.id}", f"/v3/responses/{unknown}"
+    # Key B gets exactly the unknown-id answer: the id tells it nothing.
+    with pytest.raises(openai.NotFoundError):
+        other.responses.retrieve(created.id)
+    assert _not_found(two_key_server, "GET", path, KEY_B) == _not_found(two_key_server, "GET", nowhere, KEY_B)
+    with pytest.raises(openai.NotFoundError):
+        other.responses.delete(created.id)
+    assert _not_found(two_key_server, "DELETE", path, KEY_B) == _not_found(two_key_server, "DELETE", nowhere, KEY_B)
+    with pytest.raises(openai.NotFoundError) as refused:
+        other.responses.create(model="tiny-llm", input="And?", previous_response_id=created.id, **GREEDY)
+    assert refused.value.body["param"] == "previous_response_id"  # type: ignore[index]
+    for stream in (False, True):
+        body = {"model": "tiny-llm", "input": "And?", "stream": stream}
+        continued = _not_found(
+            two_key_server, "POST", "/v3/responses", KEY_B, {**body, "previous_response_id": created.id}
+        )
+        fresh = _not_found(two_key_server, "POST", "/v3/responses", KEY_B, {**body, "previous_response_id": unknown})
+        assert continued == fresh
+    # Key A still has it, untouched by B's delete, by either header, and can continue it.
+    assert owner.responses.retrieve(created.id).output_text == created.output_text
+    azure = httpx.get(f"{two_key_server.url}{path}", headers={"api-key": KEY_A}, timeout=30)
+    assert azure.status_code == 200 and azure.json()["id"] == created.id
+    follow_up = owner.responses.create(model="tiny-llm", input="And?", previous_response_id=created.id, **GREEDY)
+    assert follow_up.previous_response_id == created.id
+    # Key B's own responses are B's: A gets the 404 on them too.
+    theirs = other.responses.create(model="tiny-llm", input="Mine.", **GREEDY)
+    with pytest.raises(openai.NotFoundError):
+        owner.responses.retrieve(theirs.id)
+    owner.responses.delete(created.id)
+    with pytest.raises(openai.NotFoundError):
+        owner.responses.retrieve(created.id)
+    assert other.responses.retrieve(theirs.id).id == theirs.id
+
+
+def test_without_keys_every_caller_shares_the_stored_responses(server: Server) -> None:
+    # A regression guard, not a new behaviour: an open server ignores whatever key a client sends.
+    first, second = _keyed(server, "sk-anything"), _keyed(server, "sk-something-else")
+    created = first.responses.create(model="tiny-llm", input="Shared.", **GREEDY)
+    assert second.responses.retrieve(created.id).id == created.id
+    continued = second.responses.create(model="tiny-llm", input="Yes.", previous_response_id=created.id, **GREEDY)
+    assert continued.previous_response_id == created.id
+    second.responses.delete(created.id)
+    with pytest.raises(openai.NotFoundError):
+        first.responses.retrieve(created.id)

@@ -1,13 +1,18 @@
-"""The Responses conversation store: bounds, least-recently-used eviction, persistence."""
+"""The Responses conversation store: bounds, least-recently-used eviction, persistence, owners."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ovserve.service.response_store import DISABLED, MEMORY, ResponseStore
+from ovserve.service.response_store import DISABLED, MEMORY, OPEN_OWNER, ResponseStore
+
+ME = "a" * 64  # owners are key digests (SHA-256 hex) or OPEN_OWNER
+OTHER = "b" * 64
 
 
 def response(response_id: str, text: str = "") -> dict[str, str]:
@@ -31,58 +36,106 @@ def open_store(stores: list[ResponseStore], location: str = MEMORY, **bounds: in
 async def test_a_stored_response_comes_back_with_its_conversation(stores) -> None:
     store = open_store(stores)
     conversation = [{"role": "user", "content": "hi"}, {"type": "message", "role": "assistant", "content": []}]
-    await store.put(response("resp_1"), conversation)
-    stored = await store.get("resp_1")
+    await store.put(response("resp_1"), conversation, owner=ME)
+    stored = await store.get("resp_1", owner=ME)
     assert stored is not None and stored.response == response("resp_1") and stored.conversation == conversation
-    assert await store.get("resp_unknown") is None
+    assert await store.get("resp_unknown", owner=ME) is None
 
 
 async def test_count_bound_evicts_the_least_recently_used(stores) -> None:
     store = open_store(stores, max_count=3)
     for name in ("a", "b", "c"):
-        await store.put(response(name), [])
-    assert await store.get("a") is not None  # a is now more recent than b
-    await store.put(response("d"), [])
-    assert await store.get("b") is None
-    assert [await store.get(name) is not None for name in ("a", "c", "d")] == [True, True, True]
+        await store.put(response(name), [], owner=ME)
+    assert await store.get("a", owner=ME) is not None  # a is now more recent than b
+    await store.put(response("d"), [], owner=ME)
+    assert await store.get("b", owner=ME) is None
+    assert [await store.get(name, owner=ME) is not None for name in ("a", "c", "d")] == [True, True, True]
     assert (await store.stats())[0] == 3
 
 
 async def test_byte_bound_evicts_until_the_total_fits(stores) -> None:
     store = open_store(stores, max_bytes=3_000)
     for index in range(5):
-        await store.put(response(f"r{index}", "x" * 900), [])
+        await store.put(response(f"r{index}", "x" * 900), [], owner=ME)
     count, size = await store.stats()
     assert size <= 3_000 and count == 3
-    assert await store.get("r0") is None and await store.get("r4") is not None
+    assert await store.get("r0", owner=ME) is None and await store.get("r4", owner=ME) is not None
 
 
 async def test_delete_removes_only_that_response(stores) -> None:
     store = open_store(stores)
-    await store.put(response("a"), [])
-    await store.put(response("b"), [])
-    assert await store.delete("a") is True
-    assert await store.delete("a") is False
-    assert await store.get("a") is None and await store.get("b") is not None
+    await store.put(response("a"), [], owner=ME)
+    await store.put(response("b"), [], owner=ME)
+    assert await store.delete("a", owner=ME) is True
+    assert await store.delete("a", owner=ME) is False
+    assert await store.get("a", owner=ME) is None and await store.get("b", owner=ME) is not None
 
 
 async def test_a_file_store_survives_a_reopen_and_applies_new_bounds(stores, tmp_path: Path) -> None:
     path = str(tmp_path / "sub" / "responses.db")
     first = open_store(stores, path)
     for name in ("a", "b", "c"):
-        await first.put(response(name), [{"n": name}])
-    await first.get("a")
+        await first.put(response(name), [{"n": name}], owner=ME)
+    await first.get("a", owner=ME)
     first.close()
     reopened = open_store(stores, path, max_count=2)  # smaller bounds: the LRU row goes at once
     assert (await reopened.stats())[0] == 2
-    assert await reopened.get("b") is None
-    stored = await reopened.get("a")
+    assert await reopened.get("b", owner=ME) is None
+    stored = await reopened.get("a", owner=ME)
     assert stored is not None and stored.conversation == [{"n": "a"}]
     # The LRU clock continues where it stopped: c, not a (just read), is the next to go.
-    await reopened.put(response("d"), [])
-    assert await reopened.get("c") is None and await reopened.get("a") is not None
+    await reopened.put(response("d"), [], owner=ME)
+    assert await reopened.get("c", owner=ME) is None and await reopened.get("a", owner=ME) is not None
 
 
 def test_none_is_a_disabled_store(stores) -> None:
     assert open_store(stores, DISABLED).enabled is False
     assert open_store(stores).enabled is True
+
+
+async def test_another_owners_response_is_as_unknown_and_survives_their_delete(stores) -> None:
+    store = open_store(stores)
+    await store.put(response("mine", "secret"), [{"role": "user", "content": "secret"}], owner=ME)
+    assert await store.get("mine", owner=OTHER) is None
+    assert await store.get("mine", owner=OTHER, conversation=False) is None
+    assert await store.get("mine", owner=OPEN_OWNER) is None  # an open server's caller is no one's key
+    assert await store.delete("mine", owner=OTHER) is False
+    stored = await store.get("mine", owner=ME)
+    assert stored is not None and stored.response == response("mine", "secret")
+    assert await store.delete("mine", owner=ME) is True
+
+
+# The table as ovserve wrote it before responses had owners.
+_OLD_SCHEMA = """
+CREATE TABLE responses (
+    id TEXT PRIMARY KEY,
+    used INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    response TEXT NOT NULL,
+    conversation TEXT NOT NULL
+);
+CREATE INDEX responses_used ON responses (used);
+"""
+
+
+async def test_a_database_from_before_owners_opens_with_old_rows_for_the_open_server_only(
+    stores, tmp_path: Path
+) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(_OLD_SCHEMA)
+        row = ("old", 7, 10, json.dumps(response("old")), json.dumps([{"n": "old"}]))
+        db.execute("INSERT INTO responses VALUES (?, ?, ?, ?, ?)", row)
+    db.close()
+    store = open_store(stores, str(path))
+    # An open server reads old rows as before; no key's digest owns them, so keyed callers cannot.
+    assert await store.get("old", owner=ME) is None
+    assert await store.delete("old", owner=ME) is False
+    stored = await store.get("old", owner=OPEN_OWNER)
+    assert stored is not None and stored.conversation == [{"n": "old"}]
+    await store.put(response("new"), [], owner=ME)  # the migrated table takes owned rows
+    assert await store.get("new", owner=ME) is not None and await store.get("new", owner=OPEN_OWNER) is None
+    store.close()
+    reopened = open_store(stores, str(path))  # migrating twice is a no-op
+    assert await reopened.get("new", owner=ME) is not None and await reopened.get("old", owner=OPEN_OWNER) is not None
+    assert (await reopened.stats())[0] == 2
