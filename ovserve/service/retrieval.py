@@ -92,7 +92,8 @@ class RetrievalService:
             if isinstance(item, str):
                 texts.append(item)
                 continue
-            text = await model.tokenizer.decode(item, skip_special_tokens=True)
+            ids = [token for token in item if isinstance(token, int)]  # a token-id list (inputs is one kind)
+            text = await model.tokenizer.decode(ids, skip_special_tokens=True)
             if not text:
                 # Only special (or unknown) ids: the pipeline takes text, and an empty text is
                 # refused as an empty string input is (an all-empty batch also tokenizes to no rows).
