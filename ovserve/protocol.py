@@ -434,7 +434,7 @@ class EmbeddingRequest(_RetrievalRequest):
 
 
 class RerankDocument(_Lenient):
-    text: str
+    text: _NonEmptyText
 
 
 class RerankRequest(_RetrievalRequest):
@@ -442,9 +442,21 @@ class RerankRequest(_RetrievalRequest):
 
     model: str
     query: _NonEmptyText
-    documents: Annotated[list[str | RerankDocument], Field(min_length=1)]
+    # Empty documents are refused: an all-empty batch tokenizes to no rows at all (the counts then
+    # do not line up with the documents), and there is nothing in one to score.
+    documents: Annotated[list[_NonEmptyText | RerankDocument], Field(min_length=1)]
     top_n: int | None = Field(default=None, ge=1)
     return_documents: bool = False
+
+    @field_validator("documents", mode="before")
+    @classmethod
+    def _no_empty_document(cls, value: Any) -> Any:
+        # The union's own error names a member ("documents.0.constrained-str"); name the item instead.
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                if item == "" or (isinstance(item, dict) and item.get("text") == ""):
+                    raise ValueError(f"item {index} is an empty document")
+        return value
 
     @property
     def texts(self) -> list[str]:

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Schemathesis negative run against a real ``ovserve serve``: schema-invalid requests must get a 4xx.
 
-Builds the offline demo models if needed, serves ``tiny-llm`` on a free loopback port with a small
-``--max_tokens_limit`` (so requests that do reach generation are cheap), waits for readiness, then
+Builds the offline demo models if needed, serves ``tiny-llm`` (with a small ``max_tokens_limit``, so
+requests that do reach generation are cheap), ``tiny-embed`` and ``tiny-rerank`` from a temporary
+OVMS-layout repository of the shipped graphs (``graphs/``) on a free loopback port, so that every
+operation of the document, retrieval ones included, reaches a model serving it; waits for readiness, then
 runs schemathesis against the server's own ``/openapi.json`` in negative mode with the
 ``negative_data_rejection`` (invalid data gets 4xx) and ``not_a_server_error`` (never a 5xx)
 checks, ``--examples`` cases per endpoint in the fuzzing phase plus the coverage phase's edge cases.
@@ -10,6 +12,7 @@ Prints schemathesis' summary and exits with its status (non-zero on any failure)
 
     .venv/bin/python scripts/fuzz_api.py                 # 1,000 per endpoint: >= 2,000 cases
     .venv/bin/python scripts/fuzz_api.py --examples 50   # a quick look while developing
+    .venv/bin/python scripts/fuzz_api.py --examples 20 --include-path-regex 'embeddings|rerank|tokenize'
 
 The ``model`` property of the document is an enum of the served names, so cases whose other fields
 are valid reach the model and the engine, rather than stopping at the 404 for an unknown model.
@@ -18,6 +21,7 @@ are valid reach the model and the engine, rather than stopping at the 404 for an
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import signal
 import socket
@@ -30,7 +34,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODEL = "tiny-llm"
+LLM = "tiny-llm"
+RETRIEVAL_MODELS = ("tiny-embed", "tiny-rerank")
 STARTUP_TIMEOUT_S = 180.0
 
 
@@ -95,9 +100,30 @@ def schemathesis_command(url: str, args: argparse.Namespace) -> list[str]:
     ]
     if args.seed is not None:
         command += ["--seed", str(args.seed)]
+    if args.include_path_regex is not None:
+        command += ["--include-path-regex", args.include_path_regex]
     if args.report_dir is not None:
         command += ["--report", "junit,ndjson", "--report-dir", str(args.report_dir)]
     return command
+
+
+def write_repository(directory: Path, models: dict[str, Path], max_tokens_limit: int) -> Path:
+    """An OVMS config.json over the shipped graphs, pointed at ``models``; returns its path."""
+    entries = []
+    for name, model_dir in models.items():
+        graph = (ROOT / "graphs" / name / "graph.pbtxt").read_text(encoding="utf-8")
+        models_path = f'models_path: "../../models/{name}"'
+        if models_path not in graph:
+            raise RuntimeError(f"graphs/{name}/graph.pbtxt no longer reads {models_path}")
+        replacement = f"models_path: {json.dumps(str(model_dir))}"
+        if name == LLM:  # requests that do reach generation stay cheap
+            replacement += f",\n          max_tokens_limit: {max_tokens_limit}"
+        (directory / name).mkdir()
+        (directory / name / "graph.pbtxt").write_text(graph.replace(models_path, replacement), encoding="utf-8")
+        entries.append({"config": {"name": name, "base_path": name}})
+    config = directory / "config.json"
+    config.write_text(json.dumps({"model_config_list": entries}), encoding="utf-8")
+    return config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,20 +132,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=1000, help="fuzzing-phase cases per endpoint")
     parser.add_argument("--workers", type=int, default=1, help="concurrent schemathesis workers")
     parser.add_argument("--seed", type=int, default=None, help="schemathesis seed, to reproduce a run")
-    parser.add_argument("--max-tokens-limit", type=int, default=8, help="the server's --max_tokens_limit")
+    parser.add_argument("--max-tokens-limit", type=int, default=8, help="tiny-llm's max_tokens_limit")
+    parser.add_argument("--include-path-regex", default=None, help="fuzz only the operations whose path matches")
     parser.add_argument("--report-dir", type=Path, default=None, help="also write JUnit and NDJSON reports here")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
-    from scripts.make_demo_models import build_demo_models
+    from scripts.make_demo_models import build_demo_models, build_retrieval_models
 
-    model_dir = build_demo_models(args.models_dir)[MODEL]
+    retrieval = build_retrieval_models(args.models_dir)
+    models = {LLM: build_demo_models(args.models_dir)[LLM], **{name: retrieval[name] for name in RETRIEVAL_MODELS}}
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="ovserve-fuzz-") as tmp:
         log_path = Path(tmp) / "ovserve.log"
-        serve = [sys.executable, "-m", "ovserve", "serve", "--model_path", str(model_dir), "--model_name", MODEL]
-        serve += ["--host", "127.0.0.1", "--port", str(port), "--max_tokens_limit", str(args.max_tokens_limit)]
+        config = write_repository(Path(tmp), models, args.max_tokens_limit)
+        serve = [sys.executable, "-m", "ovserve", "serve", "--config_path", str(config)]
+        serve += ["--host", "127.0.0.1", "--port", str(port)]
         with log_path.open("wb") as log_file:
             process = subprocess.Popen(serve, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT)
         try:

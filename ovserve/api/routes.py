@@ -69,8 +69,10 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     return parse_json_object(body)
 
 
+# Pydantic's union-member tags in an error's loc ("constrained-str": an Annotated str with a Field limit).
 TYPE_TAG = re.compile(
-    r"^(str|int|float|bool|none|list|dict|literal|tagged-union|function-[a-z-]+|[A-Z][A-Za-z0-9]*)(\[.*\])?$"
+    r"^(str|int|float|bool|none|list|dict|literal|tagged-union|constrained-[a-z]+|function-[a-z-]+"
+    r"|[A-Z][A-Za-z0-9]*)(\[.*\])?$"
 )
 
 

@@ -88,11 +88,20 @@ class RetrievalService:
                 code="unsupported_parameter",
             )
         texts: list[str] = []
-        for item in inputs:
+        for index, item in enumerate(inputs):
             if isinstance(item, str):
                 texts.append(item)
-            else:
-                texts.append(await model.tokenizer.decode(item, skip_special_tokens=True))
+                continue
+            ids = [token for token in item if isinstance(token, int)]  # a token-id list (inputs is one kind)
+            text = await model.tokenizer.decode(ids, skip_special_tokens=True)
+            if not text:
+                # Only special (or unknown) ids: the pipeline takes text, and an empty text is
+                # refused as an empty string input is (an all-empty batch also tokenizes to no rows).
+                raise BadRequestError(
+                    f"input {index}: its token ids decode to an empty text (special or unknown ids only)",
+                    param="input",
+                )
+            texts.append(text)
         counts = await model.tokenizer.count_each(
             texts, limit=model.context_length, truncate=settings.truncate, param="input"
         )

@@ -199,6 +199,8 @@ def _post(server: Server, path: str, body: object) -> httpx.Response:
         ({"model": LLM, "input": "a"}, 400, "model", "serves text generation, not embeddings"),
         ({"model": "nope", "input": "a"}, 404, "model", "not served"),
         ({"input": "a"}, 400, "model", "required"),
+        # Found by the fuzzer (a 500): ids that decode to nothing, an all-empty batch untokenizable.
+        ({"model": EMBED, "input": [[0], [0]]}, 400, "input", "decode to an empty text"),
     ],
     ids=lambda value: None,
 )
@@ -246,6 +248,17 @@ def test_cohere_style_rerank_sorts_by_the_pipelines_scores(
         assert result["document"] == {"text": documents[result["index"]]}
     scores = [result["relevance_score"] for result in results]
     assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize("documents", [["", ""], ["a", {"text": ""}]])
+def test_empty_rerank_documents_are_a_400_naming_the_item(repository_server: Server, documents: list[object]) -> None:
+    """Found by the fuzzer: all-empty documents were a 500 (their batch tokenizes to no rows)."""
+    response = _post(repository_server, "/v3/rerank", {"model": RERANK, "query": "q", "documents": documents})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["param"] == "documents"
+    assert f"item {documents.index('') if '' in documents else 1} is an empty document" in error["message"]
 
 
 def test_rerank_without_top_n_returns_every_document_without_text(repository_server: Server) -> None:

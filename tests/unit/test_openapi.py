@@ -1,4 +1,8 @@
-"""GET /openapi.json: a valid OpenAPI 3.1 document of what the generation endpoints accept."""
+"""GET /openapi.json: a valid OpenAPI 3.1 document of what every POST endpoint accepts and answers.
+
+Every POST route of a built app is in the document (under /v3, its aliases being the same handler),
+so a new endpoint cannot escape the fuzzer (scripts/fuzz_api.py) by being left out of it.
+"""
 
 from __future__ import annotations
 
@@ -10,26 +14,50 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from openapi_spec_validator import validate
+from pydantic import BaseModel
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from ovserve.api import keys
+from ovserve.api.openapi import openapi_document
 from ovserve.api.routes import add_routes
-from ovserve.protocol import ChatCompletionRequest, CompletionRequest
+from ovserve.app import create_app
+from ovserve.config import ServerSettings
+from ovserve.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    EmbeddingRequest,
+    RerankRequest,
+    TokenizeRequest,
+)
 from ovserve.protocol_responses import ResponsesRequest
 from ovserve.service.models import ModelRegistry
 
-PATHS = {
+PATHS: dict[str, type[BaseModel]] = {
     "/v3/chat/completions": ChatCompletionRequest,
     "/v3/completions": CompletionRequest,
     "/v3/responses": ResponsesRequest,
+    "/v3/embeddings": EmbeddingRequest,
+    "/v3/rerank": RerankRequest,
+    "/v3/tokenize": TokenizeRequest,
+    "/v3/detokenize": DetokenizeRequest,
 }
+GENERATION = ("/v3/chat/completions", "/v3/completions", "/v3/responses")
+
+# What the document needs of a served model: its name and task. No engine is started.
+SERVED = ModelRegistry(
+    [
+        SimpleNamespace(name="tiny-llm", task="text_generation"),  # type: ignore[list-item]
+        SimpleNamespace(name="tiny-embed", task="embeddings"),  # type: ignore[list-item]
+        SimpleNamespace(name="tiny-rerank", task="rerank"),  # type: ignore[list-item]
+    ]
+)
 
 
 async def served_document() -> dict[str, Any]:
     app = web.Application()
-    # The document needs only the served names; no engine is started.
-    app[keys.MODELS] = ModelRegistry([SimpleNamespace(name="tiny-llm")])  # type: ignore[list-item]
+    app[keys.MODELS] = SERVED
     add_routes(app)
     async with TestClient(TestServer(app)) as client:
         response = await client.get("/openapi.json")
@@ -45,16 +73,54 @@ def body_validator(document: dict[str, Any], path: str) -> jsonschema.Draft20201
     return jsonschema.Draft202012Validator({"$ref": "urn:ovserve" + schema["$ref"]}, registry=registry)
 
 
-async def test_openapi_document_is_valid_openapi_31_with_both_endpoints() -> None:
+async def test_openapi_document_is_valid_openapi_31_with_every_endpoint() -> None:
     document = await served_document()
     validate(document)  # raises on an invalid document; picks the validator from "openapi": "3.1.0"
     assert document["openapi"].startswith("3.1")
-    assert set(PATHS) <= set(document["paths"])
+    assert set(PATHS) == set(document["paths"])
     for path in PATHS:
         responses = document["paths"][path]["post"]["responses"]
-        assert {"200", "400", "404", "413", "422", "429", "503"} <= set(responses)
-        error = responses["400"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
-        assert document["components"]["schemas"][error]["required"] == ["error"]
+        expected = {"200", "400", "404", "413", "415"}
+        expected |= {"422", "429", "503"} if path in GENERATION else set()
+        expected |= {"429", "503", "504"} if path in ("/v3/embeddings", "/v3/rerank") else set()
+        assert set(responses) == expected, path
+        for status in expected - {"200"}:
+            error = responses[status]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+            assert document["components"]["schemas"][error]["required"] == ["error"]
+
+
+def _post_routes(app: web.Application) -> dict[str, Any]:
+    return {route.resource.canonical: route.handler for route in app.router.routes() if route.method == "POST"}
+
+
+def test_every_post_route_of_the_app_is_in_the_document_under_v3() -> None:
+    """The app as the server builds it (no engine starts: it is never run). /v1/x and /x are the
+    /v3/x handler, which the document describes once."""
+    app = create_app(ServerSettings.model_construct(models=[]), SERVED)
+    routes = _post_routes(app)
+    documented = set(openapi_document({"tiny-llm": "text_generation"})["paths"])
+    missing = []
+    for path, handler in routes.items():
+        v3 = "/v3" + path.removeprefix("/v1") if not path.startswith("/v3") else path
+        if v3 not in documented:
+            missing.append(path)
+        else:
+            assert routes.get(v3) is handler, f"{path} is not an alias of {v3}"
+    assert missing == []
+    assert set(PATHS) <= set(routes)
+
+
+async def test_openapi_model_enum_lists_the_models_serving_the_task() -> None:
+    document = await served_document()
+    schemas = document["components"]["schemas"]
+    assert schemas["EmbeddingRequest"]["properties"]["model"]["enum"] == ["tiny-embed"]
+    assert schemas["RerankRequest"]["properties"]["model"]["enum"] == ["tiny-rerank"]
+    # Tokenize/detokenize: any served model, or none (the server's only one).
+    everyone = {"enum": ["tiny-embed", "tiny-llm", "tiny-rerank"]}
+    assert schemas["TokenizeRequest"]["properties"]["model"]["anyOf"] == [everyone, {"type": "null"}]
+    # No model serves the task: every name, each answered with wrong_model_task's 400.
+    only_llm = openapi_document({"tiny-llm": "text_generation"})["components"]["schemas"]
+    assert only_llm["EmbeddingRequest"]["properties"]["model"]["enum"] == ["tiny-llm"]
 
 
 async def test_openapi_request_bodies_stay_open_to_other_servers_fields() -> None:
@@ -102,6 +168,27 @@ TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "argu
         ("/v3/responses", {"model": "tiny-llm"}, False),
         ("/v3/responses", {"model": "tiny-llm", "input": [{"type": "item_reference", "id": "x"}]}, False),
         ("/v3/responses", {"model": "tiny-llm", "input": "hi", "tools": [{"type": "web_search"}]}, False),
+        ("/v3/embeddings", {"model": "tiny-embed", "input": "hi", "dimensions": None, "vendor": 1}, True),
+        ("/v3/embeddings", {"model": "tiny-embed", "input": [[1, 2], [3]], "encoding_format": "base64"}, True),
+        ("/v3/embeddings", {"model": "tiny-llm", "input": "hi"}, False),
+        ("/v3/embeddings", {"model": "tiny-embed", "input": ""}, False),
+        ("/v3/embeddings", {"model": "tiny-embed", "input": []}, False),
+        ("/v3/embeddings", {"model": "tiny-embed", "input": ["a", 1]}, False),
+        ("/v3/embeddings", {"model": "tiny-embed", "input": [[1], []]}, False),
+        ("/v3/embeddings", {"model": "tiny-embed", "input": [True]}, False),
+        ("/v3/embeddings", {"model": "tiny-embed", "input": "hi", "dimensions": 0}, False),
+        ("/v3/rerank", {"model": "tiny-rerank", "query": "q", "documents": ["a", {"text": "b"}], "top_n": 1}, True),
+        ("/v3/rerank", {"model": "tiny-rerank", "query": "", "documents": ["a"]}, False),
+        ("/v3/rerank", {"model": "tiny-rerank", "query": "q", "documents": []}, False),
+        ("/v3/rerank", {"model": "tiny-rerank", "query": "q", "documents": [{}]}, False),
+        ("/v3/tokenize", {"content": "hi", "messages": None}, True),
+        ("/v3/tokenize", {"model": "tiny-llm", "messages": MESSAGES, "with_pieces": True}, True),
+        ("/v3/tokenize", {"model": "tiny-llm"}, False),
+        ("/v3/tokenize", {"model": "tiny-llm", "content": "hi", "messages": MESSAGES}, False),
+        ("/v3/tokenize", {"model": "tiny-llm", "messages": [{"role": "user"}]}, False),
+        ("/v3/detokenize", {"model": "tiny-llm", "tokens": [0, 1]}, True),
+        ("/v3/detokenize", {"tokens": [-1]}, False),
+        ("/v3/detokenize", {"model": "gpt-9", "tokens": [1]}, False),
     ],
 )
 async def test_openapi_request_schema_agrees_with_the_request_models(
@@ -109,13 +196,17 @@ async def test_openapi_request_schema_agrees_with_the_request_models(
 ) -> None:
     document = await served_document()
     assert body_validator(document, path).is_valid(body) is valid
-    if body["model"] == "tiny-llm":  # other names pass the models and are refused later, with 404
+    if _names_a_model_for_the_path(document, path, body):
         assert _model_accepts(PATHS[path], body) is valid
 
 
-def _model_accepts(
-    model: type[ChatCompletionRequest | CompletionRequest | ResponsesRequest], body: dict[str, Any]
-) -> bool:
+def _names_a_model_for_the_path(document: dict[str, Any], path: str, body: dict[str, Any]) -> bool:
+    """Other names pass the request models and are refused later: 404, or 400 wrong_model_task."""
+    schema = document["components"]["schemas"][PATHS[path].__name__]["properties"]["model"]
+    return jsonschema.Draft202012Validator(schema).is_valid(body.get("model"))
+
+
+def _model_accepts(model: type[BaseModel], body: dict[str, Any]) -> bool:
     try:
         model.model_validate(body)
     except ValueError:
@@ -133,6 +224,10 @@ async def test_openapi_type_mutations_are_refused_by_the_request_models() -> Non
         "/v3/chat/completions": {"model": "tiny-llm", "messages": MESSAGES},
         "/v3/completions": PROMPT,
         "/v3/responses": {"model": "tiny-llm", "input": "hi"},
+        "/v3/embeddings": {"model": "tiny-embed", "input": "hi"},
+        "/v3/rerank": {"model": "tiny-rerank", "query": "q", "documents": ["d"]},
+        "/v3/tokenize": {"model": "tiny-llm", "content": "hi"},
+        "/v3/detokenize": {"model": "tiny-llm", "tokens": [1]},
     }
     accepted = []
     for path, model in PATHS.items():
