@@ -151,7 +151,21 @@ class RetrievalService:
         (query_tokens,) = await model.tokenizer.count_each(
             [request.query], limit=limit, truncate=False, param="query", label="the query"
         )
-        document_tokens = await model.tokenizer.count_each(documents, limit=limit, truncate=True, param="documents")
+        # With "" last: what a text counts when the tokenizer reads nothing of it (its special tokens).
+        document_tokens = await model.tokenizer.count_each(
+            [*documents, ""], limit=limit, truncate=True, param="documents"
+        )
+        nothing_read = document_tokens.pop()
+        unread = next((index for index, count in enumerate(document_tokens) if count <= nothing_read), None)
+        if unread is not None:
+            # Refused, not scored: openvino_genai 2026.4's TextRerankPipeline corrupts its heap when
+            # a batch holds two such documents beside a readable one (the engine process dies,
+            # failing every rerank in flight).
+            raise BadRequestError(
+                f"item {unread} is an empty document once the tokenizer drops the characters it ignores "
+                "(control and format characters)",
+                param="documents",
+            )
         prompt_tokens = sum(min(limit, query_tokens + count) for count in document_tokens)
         ticket = model.admission.admit(prompt_tokens)
         recorder.admitted(prompt_tokens)

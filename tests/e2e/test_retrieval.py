@@ -261,6 +261,22 @@ def test_empty_rerank_documents_are_a_400_naming_the_item(repository_server: Ser
     assert f"item {documents.index('') if '' in documents else 1} is an empty document" in error["message"]
 
 
+def test_documents_the_tokenizer_reads_nothing_of_are_a_400_and_the_engine_lives(repository_server: Server) -> None:
+    """Found by the fuzzer: two documents of only control/format characters beside a readable one
+    corrupted the rerank pipeline's heap (``free(): invalid pointer``): the engine process died,
+    failing every rerank in flight, and the model answered 503 while it restarted."""
+    body = {"model": RERANK, "query": "hello", "documents": ["world", "\x17", "x", "\u200b\x0f"]}
+    for _ in range(3):
+        response = _post(repository_server, "/v3/rerank", body)
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["param"] == "documents" and "item 1 is an empty document" in error["message"]
+    # The engine never saw them: the same model still answers at once.
+    answer = _post(repository_server, "/v3/rerank", {**body, "documents": ["world", "x"]})
+    assert answer.status_code == 200, answer.text
+    assert sorted(result["index"] for result in answer.json()["results"]) == [0, 1]
+
+
 def test_rerank_without_top_n_returns_every_document_without_text(repository_server: Server) -> None:
     answer = _post(repository_server, "/v1/rerank", {"model": RERANK, "query": "q", "documents": ["a", "b", "c"]})
     results = answer.json()["results"]
