@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
-"""Schemathesis negative run against a real ``ovserve serve``: schema-invalid requests must get a 4xx.
+"""Schemathesis against a real ``ovserve serve``: schema-invalid requests get a 4xx, valid ones never a 5xx.
 
 Builds the offline demo models if needed, serves ``tiny-llm`` (with a small ``max_tokens_limit``, so
 requests that do reach generation are cheap), ``tiny-embed`` and ``tiny-rerank`` from a temporary
 OVMS-layout repository of the shipped graphs (``graphs/``) on a free loopback port, so that every
 operation of the document, retrieval ones included, reaches a model serving it; waits for readiness, then
-runs schemathesis against the server's own ``/openapi.json`` in negative mode with the
-``negative_data_rejection`` (invalid data gets 4xx) and ``not_a_server_error`` (never a 5xx)
-checks, ``--examples`` cases per endpoint in the fuzzing phase plus the coverage phase's edge cases.
-Prints schemathesis' summary and exits with its status (non-zero on any failure).
+runs schemathesis against the server's own ``/openapi.json`` in negative mode (``--mode``; positive
+sends valid bodies, which is how a crash of the rerank pipeline on control characters was found)
+with the ``negative_data_rejection`` (invalid data gets 4xx) and ``not_a_server_error`` (never a
+5xx) checks, ``--examples`` cases per endpoint in the fuzzing phase plus the coverage phase's edge
+cases. Prints schemathesis' summary and exits with its status (non-zero on any failure, or when the
+server logged an error or died).
 
     .venv/bin/python scripts/fuzz_api.py                 # 1,000 per endpoint: >= 2,000 cases
     .venv/bin/python scripts/fuzz_api.py --examples 50   # a quick look while developing
     .venv/bin/python scripts/fuzz_api.py --examples 20 --include-path-regex 'embeddings|rerank|tokenize'
+    .venv/bin/python scripts/fuzz_api.py --examples 30 --mode positive   # valid bodies: no 5xx
 
 The ``model`` property of the document is an enum of the served names, so cases whose other fields
 are valid reach the model and the engine, rather than stopping at the 404 for an unknown model.
@@ -77,7 +80,7 @@ def schemathesis_command(url: str, args: argparse.Namespace) -> list[str]:
         "run",
         f"{url}/openapi.json",
         "--mode",
-        "negative",
+        args.mode,
         "--phases",
         "examples,coverage,fuzzing",
         "--checks",
@@ -135,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens-limit", type=int, default=8, help="tiny-llm's max_tokens_limit")
     parser.add_argument("--include-path-regex", default=None, help="fuzz only the operations whose path matches")
     parser.add_argument("--report-dir", type=Path, default=None, help="also write JUnit and NDJSON reports here")
+    parser.add_argument(
+        "--mode",
+        choices=("negative", "positive", "all"),
+        default="negative",
+        help="schema-invalid requests (each must get a 4xx), valid ones (none may get a 5xx), or both",
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
