@@ -442,8 +442,8 @@ class RerankRequest(_RetrievalRequest):
 
     model: str
     query: _NonEmptyText
-    # Empty documents are refused: an all-empty batch tokenizes to no rows at all (the counts then
-    # do not line up with the documents), and there is nothing in one to score.
+    # Empty documents are refused here, before any tokenizing: there is nothing in one to score
+    # (those that only normalize to nothing are refused by the service, which counts them).
     documents: Annotated[list[_NonEmptyText | RerankDocument], Field(min_length=1)]
     top_n: int | None = Field(default=None, ge=1)
     return_documents: bool = False

@@ -96,7 +96,7 @@ class RetrievalService:
             text = await model.tokenizer.decode(ids, skip_special_tokens=True)
             if not text:
                 # Only special (or unknown) ids: the pipeline takes text, and an empty text is
-                # refused as an empty string input is (an all-empty batch also tokenizes to no rows).
+                # refused as an empty string input is.
                 raise BadRequestError(
                     f"input {index}: its token ids decode to an empty text (special or unknown ids only)",
                     param="input",

@@ -124,7 +124,12 @@ class PromptTokenizer:
     def _count_many(self, texts: list[str], add_special_tokens: bool) -> list[int]:
         tokens = self._tokenizer.encode(texts, add_special_tokens=add_special_tokens)
         # A batch is padded to its longest text: the attention mask marks each text's own tokens.
-        return [int(count) for count in tokens.attention_mask.data.sum(axis=1)]
+        counts = [int(count) for count in tokens.attention_mask.data.sum(axis=1)]
+        if len(counts) != len(texts):
+            # A batch whose every text normalizes to nothing ("", control characters) comes back
+            # as one row: count them one by one.
+            return [self._count_many([text], add_special_tokens)[0] for text in texts]
+        return counts
 
     async def count_each(
         self, texts: list[str], *, limit: int, truncate: bool, param: str, label: str | None = None

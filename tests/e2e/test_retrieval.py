@@ -271,6 +271,10 @@ def test_documents_the_tokenizer_reads_nothing_of_are_a_400_and_the_engine_lives
         assert response.status_code == 400, response.text
         error = response.json()["error"]
         assert error["param"] == "documents" and "item 1 is an empty document" in error["message"]
+    # Only such documents: counted one by one (the tokenizer answers the batch with one row).
+    only_unread = _post(repository_server, "/v3/rerank", {**body, "documents": ["\x17", "\x0f"]})
+    assert only_unread.status_code == 400, only_unread.text
+    assert "item 0 is an empty document" in only_unread.json()["error"]["message"]
     # The engine never saw them: the same model still answers at once.
     answer = _post(repository_server, "/v3/rerank", {**body, "documents": ["world", "x"]})
     assert answer.status_code == 200, answer.text

@@ -122,3 +122,17 @@ def test_a_long_text_with_fewer_bytes_than_the_limit_is_encoded_once(raw_tokeniz
     # One pass over the whole text, no counting pass in chunks before it.
     assert counting.encoded_chars == [len(text)]
     assert ids == [int(i) for i in raw_tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
+
+
+def test_a_batch_of_texts_that_normalize_to_nothing_counts_each_of_them(retrieval_models: dict[str, Path]) -> None:
+    # A BERT tokenizer (the reranker's) answers such a batch with one row, not one per text: the
+    # counts no longer lined up with the texts (a 500 for rerank documents of control characters).
+    import openvino_genai
+
+    raw = openvino_genai.Tokenizer(str(retrieval_models["tiny-rerank"]))
+    tokenizer = PromptTokenizer(raw, "tiny-rerank")
+    texts = ["", "\x17", "\x0f"]
+    assert len(raw.encode(texts, add_special_tokens=True).attention_mask.data) == 1  # the engine's quirk
+    alone = [len(raw.encode(text, add_special_tokens=True).input_ids.data[0]) for text in texts]
+    counted = asyncio.run(tokenizer.count_each(texts, limit=64, truncate=True, param="documents"))
+    assert counted == alone
