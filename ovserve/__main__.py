@@ -193,24 +193,13 @@ async def serve(settings: ServerSettings, api_keys: ApiKeys) -> int:
     endpoints = "POST /v3/chat/completions, POST /v3/responses, GET /v3/models"
     log.info("listening on http://%s:%d (%s)", settings.host, settings.port, endpoints)
 
-    stopping = asyncio.create_task(stop.wait())
-    pending: set[asyncio.Task] = {stopping, *app[keys.ENGINE_LOADS]}
-    exit_code = 0
-    while stopping in pending:
-        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        failed = [task for task in done if task is not stopping and task.exception() is not None]
-        if failed:
-            for task in failed:
-                log.critical("%s", task.exception())
-            exit_code = 1
-            break
-    stopping.cancel()
-    if exit_code == 0:
-        await _drain(app, settings.drain_timeout)
+    # A model that cannot load does not stop the server: its engine client retries it (503 meanwhile).
+    await stop.wait()
+    await _drain(app, settings.drain_timeout)
     log.info("shutting down")
     await runner.cleanup()  # stop listening, close idle connections
     await app_runner.cleanup()  # then stop the engines
-    return exit_code
+    return 0
 
 
 async def _drain(app: web.Application, timeout: float) -> None:

@@ -137,9 +137,10 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
 
 
 async def _engines(app: web.Application) -> AsyncIterator[None]:
-    """Start every engine in the background: the HTTP port answers (health: 503) while they load."""
+    """Start every engine in the background: the HTTP port answers (health: 503) while they load.
+    A model that cannot load is retried with growing delays and never stops the others."""
     models = app[keys.MODELS]
-    loading = [asyncio.create_task(model.engine.start(), name=f"load-{model.name}") for model in models]
+    loading = [asyncio.create_task(model.engine.keep_started(), name=f"load-{model.name}") for model in models]
     app[keys.ENGINE_LOADS] = loading
     yield
     for task in loading:

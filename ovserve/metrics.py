@@ -44,6 +44,8 @@ class _EngineState(Protocol):
     @property
     def restarts(self) -> int: ...
     @property
+    def start_failures(self) -> int: ...
+    @property
     def stalls(self) -> int: ...
     @property
     def last_report(self) -> EngineStats | None: ...
@@ -251,7 +253,13 @@ class _ServerCollector(Collector):
         running = _gauge("ovserve_requests_running", "Admitted requests generating tokens.")
         prompt_tokens = _gauge("ovserve_prompt_tokens_in_flight", "Prompt tokens of admitted, unfinished requests.")
         rejected = _counter("ovserve_requests_rejected", "Requests refused by admission control (429).")
-        restarts = _counter("ovserve_engine_restarts", "Engine processes restarted after dying or stalling.")
+        restarts = _counter(
+            "ovserve_engine_restarts", "Engine processes started again after the first (each attempt counts)."
+        )
+        start_failures = _counter(
+            "ovserve_engine_start_failures",
+            "Engine starts that failed (the pipeline could not load, the process died).",
+        )
         stalls = _counter("ovserve_engine_stalls", "Times the watchdog found the engine making no progress.")
         engine_requests = _gauge("ovserve_engine_requests", "Requests held by the pipeline (engine's last report).")
         handles = _gauge("ovserve_engine_handles", "Generation handles the engine process still drives.")
@@ -273,6 +281,7 @@ class _ServerCollector(Collector):
             prompt_tokens.add_metric(name, admission.prompt_tokens)
             rejected.add_metric(name, admission.rejected)
             restarts.add_metric(name, engine.restarts)
+            start_failures.add_metric(name, engine.start_failures)
             stalls.add_metric(name, engine.stalls)
             report = engine.last_report
             if report is not None and engine.last_report_at is not None:
@@ -286,7 +295,7 @@ class _ServerCollector(Collector):
                 accepted.add_metric(name, model.drafting.accepted_tokens)
                 proposed.add_metric(name, model.drafting.drafted_tokens)
                 verify.add_metric(name, model.drafting.verify_steps)
-        yield from (ready, inflight, waiting, running, prompt_tokens, rejected, restarts, stalls)
+        yield from (ready, inflight, waiting, running, prompt_tokens, rejected, restarts, start_failures, stalls)
         yield from (engine_requests, handles, scheduled, kv_usage, kv_bytes, report_age)
         if any(model.drafting.requests for model in self._metrics._models):
             yield from (accepted, proposed, verify)

@@ -19,6 +19,7 @@ from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_p
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.openapi import openapi_json
 from ovserve.api.sse import SSEWriter, dumps
+from ovserve.engine.client import EngineState
 from ovserve.errors import (
     AZURE,
     BadRequestError,
@@ -326,12 +327,23 @@ async def health_live(request: web.Request) -> web.Response:
     return web.Response(status=200)
 
 
+def _server_ready(request: web.Request) -> bool:
+    """OVMS's server readiness: not draining, no model loading or restarting, and at least one
+    serving. A model whose start fails (retried with growing delays, its own readiness 503) does
+    not take the others out of a load balancer."""
+    if request.app[keys.DRAIN].draining:
+        return False
+    states = [model.engine.state for model in request.app[keys.MODELS]]
+    return EngineState.READY in states and all(state in _SETTLED for state in states)
+
+
+_SETTLED = (EngineState.READY, EngineState.FAILED)
+
+
 async def health_ready(request: web.Request) -> web.Response:
-    """200 once every served model's engine has loaded and is making progress (OVMS's server
-    readiness); 503 while loading, restarting, after a stall, and from the start of a drain."""
-    models = request.app[keys.MODELS]
-    ready = all(model.engine.ready for model in models) and not request.app[keys.DRAIN].draining
-    return web.Response(status=200 if ready else 503)
+    """200 once the models have loaded (see :func:`_server_ready`); 503 while loading, restarting,
+    after a stall, and from the start of a drain."""
+    return web.Response(status=200 if _server_ready(request) else 503)
 
 
 async def model_ready(request: web.Request) -> web.Response:
@@ -345,7 +357,7 @@ async def health(request: web.Request) -> web.Response:
     """Overall state; each model's state only for a caller with a key (model names stay private)."""
     models = request.app[keys.MODELS]
     draining = request.app[keys.DRAIN].draining
-    ready = all(model.engine.ready for model in models) and not draining
+    ready = _server_ready(request)
     status = "draining" if draining else "ok" if ready else "loading"
     body: dict[str, Any] = {"status": status}
     if is_authorized(request, request.app[keys.API_KEYS]):

@@ -3,8 +3,9 @@
 Commands go to the child through a writer thread (a pipe write can block while the child is
 inside ``step()`` and not reading); events come back through ``loop.add_reader`` on their own
 pipe (``ovserve.engine.channel``), so nothing here ever blocks the event loop. Each request
-gets an ``asyncio.Queue`` that the reader fills; the request's consumer re-raises engine failures
-as :class:`EngineError`.
+gets an ``asyncio.Queue`` that the reader fills; the request's consumer re-raises engine failures:
+a request the engine failed as :class:`EngineError` (500), one cut by the engine's death or stall
+as a retryable :class:`ServiceUnavailableError` (503 with ``Retry-After``).
 
 How the engine is started is a :data:`EngineLauncher`: :func:`spawn_engine` (a real engine
 process) in production, an in-process stand-in speaking the same protocol in the fast tests.
@@ -17,6 +18,7 @@ import contextlib
 import enum
 import itertools
 import logging
+import math
 import multiprocessing
 import queue
 import threading
@@ -57,16 +59,27 @@ log = logging.getLogger(__name__)
 # Request ids are unique across all engines and restarts: the engine breaks on duplicates.
 _request_ids = itertools.count(1)
 
-_RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+# A start that fails (the pipeline cannot load, the process dies while loading) is tried again
+# after a delay that doubles with each failure in a row, up to a cap: a model that can never load
+# costs one attempt a minute, not a tight loop of loads and log lines.
+_RETRY_FIRST_DELAY_S = 1.0
+_RETRY_MAX_DELAY_S = 60.0
+# An engine that dies sooner than this after it became ready counts as a failed start (an OOM under
+# its first load, a crash at the first request): its restart waits like a failed start's. One that
+# served longer is restarted at once.
+_HEALTHY_AFTER_S = 60.0
+# How long a load is assumed to take before one has been measured (for Retry-After).
+_ASSUMED_LOAD_S = 5.0
 
 # What a request's queue carries: its outputs, its end, or the failure that ended it.
 _StreamItem = SequenceOutput | RequestEnded | EmbedResult | RerankResult | BaseException
 
 
 class EngineState(enum.Enum):
-    LOADING = "loading"
+    LOADING = "loading"  # its first start is under way
     READY = "ready"
-    RESTARTING = "restarting"
+    RESTARTING = "restarting"  # it died or stalled; a new process is on its way
+    FAILED = "failed"  # its last start failed; it is tried again after a growing delay
     STOPPED = "stopped"
 
 
@@ -109,7 +122,12 @@ def spawn_engine(spec: EngineSpec, log_level: int) -> tuple[PipeChannel, EngineP
 
 
 class EngineClient:
-    """One served model's engine process, seen from the event loop."""
+    """One served model's engine process, seen from the event loop.
+
+    Its lifetime: :meth:`keep_started` starts the process and retries a start that fails, with
+    delays that double up to a cap; a process that dies or stalls once ready is replaced the same
+    way. Requests cut by a death or a stall end with a 503 that tells when to retry.
+    """
 
     def __init__(
         self,
@@ -121,13 +139,15 @@ class EngineClient:
     ) -> None:
         self.spec = spec
         self.state = EngineState.STOPPED
-        self.restarts = 0
+        self.restarts = 0  # processes launched after the first one (each attempt counts)
+        self.start_failures = 0  # attempts that ended before the engine was ready
         self.stalls = 0
         self.stall_timeout = stall_timeout
         # The engine's last Heartbeat, and when it came: what /metrics reports without asking.
         self.last_report: EngineStats | None = None
         self.last_report_at: float | None = None
-        # When the engine last showed it was alive while it had work (any event counts).
+        # When the engine last showed it was alive (any event counts: it reports at least once a
+        # second, idle or busy).
         self._last_progress = time.monotonic()
         self._watchdog: asyncio.Task[None] | None = None
         self.pid: int | None = None
@@ -142,12 +162,57 @@ class EngineClient:
         self._ready: asyncio.Future[None] | None = None
         self._restart_task: asyncio.Task[None] | None = None
         self._closing = False
+        self._launches = 0
+        # Failed starts in a row (an early death counts): the exponent of the next delay.
+        self._failures_in_a_row = 0
+        self._ready_since: float | None = None
+        self._next_attempt_at: float | None = None  # while waiting to retry a failed start
+        self._load_seconds = _ASSUMED_LOAD_S  # the last load's duration, for Retry-After
 
     # -- lifetime ---------------------------------------------------------------------------
 
+    async def keep_started(self) -> None:
+        """Start the engine; a start that fails is logged (one line) and tried again after a delay
+        that doubles with each failure in a row, up to a minute. Returns once the engine is ready;
+        never raises (the model stays in the ``failed`` state, 503, meanwhile)."""
+        while not self._closing:
+            try:
+                await self.start()
+                return
+            except RuntimeError as exc:
+                self._on_failed_start(exc)
+            await self._wait_before_next_attempt()
+
+    def _on_failed_start(self, exc: RuntimeError) -> None:
+        self.start_failures += 1
+        self._failures_in_a_row += 1
+        self.state = EngineState.FAILED
+        delay = self._retry_delay()
+        self._next_attempt_at = time.monotonic() + delay
+        log.error(
+            "model %r could not start (attempt %d in a row): %s; next attempt in %.0f s",
+            self.spec.name, self._failures_in_a_row, exc, delay,
+        )  # fmt: skip
+
+    def _retry_delay(self) -> float:
+        """The wait before the next start: doubling with each failure in a row, capped."""
+        if self._failures_in_a_row == 0:
+            return 0.0
+        return min(_RETRY_MAX_DELAY_S, _RETRY_FIRST_DELAY_S * 2 ** (self._failures_in_a_row - 1))
+
+    async def _wait_before_next_attempt(self) -> None:
+        if self._next_attempt_at is not None:
+            await asyncio.sleep(max(0.0, self._next_attempt_at - time.monotonic()))
+        self._next_attempt_at = None
+
     async def start(self) -> None:
-        """Spawn the engine and wait until its pipeline is loaded; raises if it cannot load."""
-        self.state = EngineState.LOADING
+        """One start: spawn the engine and wait until its pipeline is loaded; raises RuntimeError
+        if it cannot load (see :meth:`keep_started` for the retrying lifetime)."""
+        if self.state is not EngineState.FAILED:  # a retry after failures stays "failed" until it works
+            self.state = EngineState.LOADING if self._launches == 0 else EngineState.RESTARTING
+        self._launches += 1
+        if self._launches > 1:
+            self.restarts += 1
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
         started = time.monotonic()
@@ -162,9 +227,14 @@ class EngineClient:
         )
         self._writer.start()
         loop.add_reader(parent_conn.fileno(), self._on_readable)
-        await self._ready
+        try:
+            await self._ready
+        except BaseException:
+            self._stop_process()
+            raise
         self.state = EngineState.READY
-        self._last_progress = time.monotonic()
+        self._ready_since = self._last_progress = time.monotonic()
+        self._load_seconds = self._ready_since - started
         if self._watchdog is None:
             self._watchdog = loop.create_task(self._watch(), name=f"watchdog-{self.spec.name}")
         log.info(
@@ -172,7 +242,7 @@ class EngineClient:
             self.spec.name,
             self.spec.device,
             self.pid,
-            time.monotonic() - started,
+            self._load_seconds,
         )
 
     async def close(self) -> None:
@@ -199,6 +269,13 @@ class EngineClient:
             asyncio.get_running_loop().remove_reader(conn.fileno())
         self._outbox.put(None)  # stops the writer thread
         conn.close()
+
+    def _stop_process(self) -> None:
+        """Forget the current process and kill it if it still runs (a failed load, a stall)."""
+        process = self._process
+        self._detach()
+        if process is not None and process.is_alive():
+            process.kill()
 
     @staticmethod
     def _write_loop(conn: PipeChannel, outbox: queue.SimpleQueue[Command | None]) -> None:
@@ -246,8 +323,7 @@ class EngineClient:
                 self.pid = pid
                 if self._ready is not None and not self._ready.done():
                     self._ready.set_result(None)
-            case Fatal(message):
-                log.error("engine for %r failed to load: %s", self.spec.name, message)
+            case Fatal(message):  # logged once, by the start that it fails
                 if self._ready is not None and not self._ready.done():
                     self._ready.set_exception(RuntimeError(message))
 
@@ -260,61 +336,62 @@ class EngineClient:
         if self._closing or not was_ready:
             return
         log.error(
-            "engine process of %r died (pid %s); failing %d in-flight request(s) and restarting",
-            self.spec.name,
-            self.pid,
-            len(self._streams),
-        )
-        self._fail_all(EngineError("the engine process died while generating; retry the request"))
-        self.state = EngineState.RESTARTING
+            "engine process of %r died (pid %s, exit code %s, %.0f s after it was ready); failing %d in-flight "
+            "request(s) and restarting it",
+            self.spec.name, self.pid, exitcode, self._ready_for(), len(self._streams),
+        )  # fmt: skip
+        self._replace("the engine process died while serving this request; retry the request", code="engine_died")
+
+    def _ready_for(self) -> float:
+        return time.monotonic() - (self._ready_since or 0.0)
+
+    def _replace(self, message: str, *, code: str) -> None:
+        """Fail every request in flight with a retryable 503 and start a new engine process, at
+        once if this one had served a while, else after the delay of a failed start."""
+        self.state = EngineState.RESTARTING  # readiness turns 503 now
+        self._failures_in_a_row = self._failures_in_a_row + 1 if self._ready_for() < _HEALTHY_AFTER_S else 0
+        self._next_attempt_at = time.monotonic() + self._retry_delay()
+        self._fail_all(ServiceUnavailableError(message, code=code, retry_after=self.retry_after()))
+        self._stop_process()
         self._restart_task = asyncio.get_running_loop().create_task(self._restart())
 
     # -- stall watchdog ---------------------------------------------------------------------
 
     async def _watch(self) -> None:
-        """Kill and restart an engine that has work but shows no progress for ``stall_timeout``.
+        """Kill and restart an engine that shows no sign of life for ``stall_timeout``.
 
-        A busy engine sends a Heartbeat at least once a second (and outputs as it makes them), so
-        silence while requests are in flight means a hung step (OVMS #4503 left such a server
-        "ready" forever). Its clients get an error at once instead of waiting forever.
+        An engine reports at least once a second, idle or busy (and outputs as it makes them), so
+        silence means a hung step or a stopped process (OVMS #4503 left such a server "ready"
+        forever). Readiness turns 503 and the clients in flight get an error at once; a request
+        that arrives meanwhile is refused at once instead of waiting for a dead engine.
         """
         interval = min(1.0, self.stall_timeout / 4)
         while not self._closing:
             await asyncio.sleep(interval)
             silent_for = time.monotonic() - self._last_progress
-            if self.ready and self._streams and silent_for > self.stall_timeout:
+            if self.ready and silent_for > self.stall_timeout:
                 self._on_stall(silent_for)
 
     def _on_stall(self, silent_for: float) -> None:
         self.stalls += 1
-        self.state = EngineState.RESTARTING  # readiness turns 503 now
         log.error(
-            "engine of %r (pid %s) made no progress for %.1f s with %d request(s) in flight "
+            "engine of %r (pid %s) gave no sign of life for %.1f s with %d request(s) in flight "
             "(--engine_stall_timeout %g s); failing them, killing and restarting the engine",
             self.spec.name, self.pid, silent_for, len(self._streams), self.stall_timeout,
         )  # fmt: skip
-        self._fail_all(EngineError("the engine stopped making progress; retry the request", code="engine_stalled"))
-        process = self._process
-        self._detach()
-        if process is not None and process.is_alive():
-            process.kill()
-        self._restart_task = asyncio.get_running_loop().create_task(self._restart())
+        self._replace("the engine stopped making progress; retry the request", code="engine_stalled")
 
     async def _restart(self) -> None:
-        for attempt, delay in enumerate(itertools.chain(_RESTART_BACKOFF_S, itertools.repeat(30.0))):
-            if self._closing:
-                return
-            if self._process is not None:
-                await asyncio.get_running_loop().run_in_executor(None, self._process.join, 5.0)
-            try:
-                await self.start()
-            except RuntimeError as exc:
-                self.state = EngineState.RESTARTING
-                log.error("restart %d of %r failed: %s; retrying in %.1f s", attempt + 1, self.spec.name, exc, delay)
-                await asyncio.sleep(delay)
-                continue
-            self.restarts += 1
-            return
+        if self._process is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._process.join, 5.0)
+        await self._wait_before_next_attempt()
+        await self.keep_started()
+
+    def retry_after(self) -> int:
+        """Seconds until this model is expected to serve again: the wait for its next start, if
+        one is pending, plus a load as long as its last one."""
+        waiting = 0.0 if self._next_attempt_at is None else max(0.0, self._next_attempt_at - time.monotonic())
+        return max(1, math.ceil(waiting + self._load_seconds))
 
     def _fail_all(self, error: BaseException) -> None:
         streams, self._streams = self._streams, {}
@@ -336,8 +413,16 @@ class EngineClient:
         return len(self._streams)
 
     def not_ready_error(self) -> ServiceUnavailableError:
-        """The 503 for a request to this model while it loads, restarts or stops."""
-        return ServiceUnavailableError(f"model '{self.spec.name}' is {self.state.value}; retry shortly")
+        """The 503 for a request to this model while it loads, restarts, fails to start or stops."""
+        if self.state is EngineState.FAILED:
+            return ServiceUnavailableError(
+                f"model '{self.spec.name}' failed to start and is being retried (the server log has the reason)",
+                code="model_load_failed",
+                retry_after=self.retry_after(),
+            )
+        return ServiceUnavailableError(
+            f"model '{self.spec.name}' is {self.state.value}; retry shortly", retry_after=self.retry_after()
+        )
 
     def _send(self, command: Command) -> None:
         if not self.ready or self._conn is None:
@@ -379,8 +464,6 @@ class EngineClient:
         request_id = next(_request_ids)
         stream: asyncio.Queue[_StreamItem] = asyncio.Queue()
         self._send(command(request_id))
-        if not self._streams:
-            self._last_progress = time.monotonic()  # an idle engine's silence was not a stall
         self._streams[request_id] = stream
         return request_id, stream
 

@@ -109,7 +109,8 @@ _STEPS_TO_FREE = 2
 # The block-size probe's request id: far from the server's ids, which count up from 0.
 _PROBE_REQUEST_ID = 2**62
 
-# While busy, the engine reports its state (and so its progress) at least this often.
+# The engine reports its state (and so that it is alive) at least this often, idle or busy: the
+# server's watchdog takes silence for a hang (ovserve.engine.client).
 _HEARTBEAT_INTERVAL_S = 1.0
 # Vocabularies up to this size get a token-piece table (~70 bytes per id); 256k covers Gemma's.
 _MAX_VOCAB_PIECES = 300_000
@@ -338,21 +339,24 @@ class EngineLoop(_LoopBase):
         while self._running:
             busy = bool(self._active) or bool(self._releasing)
             events: list[Event] = []
-            self._drain_commands(block=not busy, events=events)
+            # Idle, the wait for a command is bounded by the heartbeat: silence means a hang.
+            self._drain_commands(wait=None if busy else _HEARTBEAT_INTERVAL_S, events=events)
             if self._active or self._releasing:
                 self._step(events)
-                now = time.monotonic()
-                idle_now = not self._active and not self._releasing
-                if now - last_beat >= _HEARTBEAT_INTERVAL_S or idle_now:
-                    events.append(Heartbeat(self._stats()))
-                    last_beat = now
+            now = time.monotonic()
+            went_idle = busy and not self._active and not self._releasing
+            if now - last_beat >= _HEARTBEAT_INTERVAL_S or went_idle:
+                events.append(Heartbeat(self._stats()))
+                last_beat = now
             if events:
                 self._send(events)
 
-    def _drain_commands(self, *, block: bool, events: list[Event]) -> None:
+    def _drain_commands(self, *, wait: float | None, events: list[Event]) -> None:
+        """Handle every queued command; with ``wait``, wait that long for the first one."""
+        block = wait is not None
         while True:
             try:
-                command = self._commands.get(block=block)
+                command = self._commands.get(block=block, timeout=wait)
             except queue.Empty:
                 return
             block = False
@@ -663,33 +667,40 @@ class StatefulEngineLoop(_LoopBase):
                 self._cancelled.add(request_id)
                 self._outstanding.discard(request_id)
             case StatsRequest(token):
-                busy = int(self._current is not None)
-                stats = EngineStats(
-                    active_requests=len(self._outstanding),
-                    releasing_requests=0,
-                    engine_requests=busy,
-                    scheduled_requests=busy,
-                    cache_usage=0.0,
-                )
-                self._send([StatsReply(token, stats)])
+                self._send([StatsReply(token, self._stats())])
                 return False
         return True
+
+    def _stats(self) -> EngineStats:
+        busy = int(self._current is not None)
+        return EngineStats(
+            active_requests=len(self._outstanding),
+            releasing_requests=0,
+            engine_requests=busy,
+            scheduled_requests=busy,
+            cache_usage=0.0,
+        )
 
     def run(self) -> None:
         import openvino as ov
 
         self._ov = ov
+        last_beat = 0.0
         while self._running:
             # Drain every queued command before the next generation (a cancel of a queued request
-            # must drop it before it starts); wait for one only when nothing is pending.
+            # must drop it before it starts); wait for one only when nothing is pending, and no
+            # longer than a heartbeat (a generation's tokens are its signs of life).
             block = not self._pending
             while True:
                 try:
-                    command = self._commands.get(block=block)
+                    command = self._commands.get(block=block, timeout=_HEARTBEAT_INTERVAL_S)
                 except queue.Empty:
                     break
                 block = False
                 self._handle(command)
+            if time.monotonic() - last_beat >= _HEARTBEAT_INTERVAL_S:
+                self._send([Heartbeat(self._stats())])
+                last_beat = time.monotonic()
             if self._pending and self._running:
                 self._generate(self._pending.pop(0))
 
@@ -758,8 +769,8 @@ class RetrievalEngineLoop(_LoopBase):
 
     A pipeline call blocks this thread (releasing the GIL), so, as in the stateful loop, the
     reader thread answers stats itself and records cancellations, which take effect between calls.
-    A heartbeat follows any call that ends more than a second after the last one, so a long
-    request is not mistaken for a stall.
+    A heartbeat goes out every second while idle, and after any call that ends more than a second
+    after the last one, so neither silence while idle nor a long request is mistaken for a stall.
     """
 
     def __init__(self, pipe: Any, conn: PipeChannel, spec: EngineSpec) -> None:
@@ -795,7 +806,12 @@ class RetrievalEngineLoop(_LoopBase):
 
     def run(self) -> None:
         while self._running:
-            match self._commands.get():
+            try:
+                command = self._commands.get(timeout=_HEARTBEAT_INTERVAL_S)
+            except queue.Empty:
+                self._beat()  # idle: still alive
+                continue
+            match command:
                 case EmbedRequest(request_id, texts):
                     self._serve(request_id, texts, lambda batch: self._pipe.embed_documents(batch), self._embedded)
                 case RerankRequest(request_id, query, documents):

@@ -75,6 +75,7 @@ def fast_model(
     context_length: int = 4096,
     defaults: dict[str, Any] | None = None,
     max_tokens_limit: int | None = None,
+    stall_timeout: float = 60.0,
 ) -> FastModel:
     """A served model without model files: scripted engine, character tokenizer, Hermes tool calls."""
     launcher = ScriptedLauncher(script or reply("Hello", "!"))
@@ -88,7 +89,7 @@ def fast_model(
     model = ServedModel(
         settings=settings,
         spec=spec,
-        engine=EngineClient(spec, launcher=launcher),
+        engine=EngineClient(spec, launcher=launcher, stall_timeout=stall_timeout),
         tokenizer=PromptTokenizer(CharTokenizer(), name),
         template=ChatTemplate(TEMPLATE),
         defaults=ModelDefaults(defaults or {}),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ from ovserve.engine.messages import (
     EngineStats,
     Event,
     Fatal,
+    Heartbeat,
     Ready,
     RequestEnded,
     SequenceOutput,
@@ -45,6 +47,9 @@ Step = list[Event] | Die
 Script = Callable[[AddRequest], Iterable[Step]]
 
 _pids = itertools.count(90_000)
+
+# As the real engine: a report at least this often, idle or busy (ovserve.engine.worker).
+HEARTBEAT_INTERVAL_S = 0.2
 
 
 def output(
@@ -85,9 +90,11 @@ class ScriptedEngine:
     gate: threading.Event  # Ready is sent once this is set (a model that is still loading)
     fatal: str | None = None  # sent instead of Ready: the pipeline could not be built
     step_interval_s: float = 0.001
+    hung: threading.Event = field(default_factory=threading.Event)  # set: the engine hangs (SIGSTOP)
     received: list[Command] = field(default_factory=list)
     exitcode: int | None = None
     pid: int = field(default_factory=lambda: next(_pids))
+    launched_at: float = field(default_factory=time.monotonic)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -126,8 +133,15 @@ class ScriptedEngine:
             return 1
         self.conn.send([Ready(self.pid)])
         active: dict[int, Iterator[Step]] = {}
+        last_beat = 0.0
         while not self._stop.is_set():
             events: list[Event] = []
+            if self.hung.is_set():  # as a stopped process: no word, no command read
+                self._stop.wait(0.01)
+                continue
+            if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_S:  # alive, idle or busy
+                events.append(Heartbeat(EngineStats(len(active), 0, len(active), len(active), 0.0)))
+                last_beat = time.monotonic()
             # Like the real loop: wait for a command only when nothing is running.
             if self.conn.poll(self.step_interval_s if active else 0.05):
                 while self.conn.poll():

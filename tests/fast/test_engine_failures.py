@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from collections.abc import Iterator
 
+from ovserve.engine import client
 from ovserve.engine.client import EngineState
 from ovserve.engine.messages import AddRequest, EngineErrorKind
-from tests.fast.harness import choices_by_index, eventually, fast_model, streamed_text
+from tests.fast.harness import MODEL, choices_by_index, eventually, fast_model, streamed_text
 from tests.fast.scripted_engine import DIE, Step, end_with, output, reply
 
 
@@ -85,7 +88,8 @@ async def test_engine_death_mid_stream_sends_an_error_event_then_done_and_the_en
     (chunks,) = choices_by_index(events).values()
     assert streamed_text(chunks) == "Hel"
     *_, error, done = events
-    assert error["error"]["code"] == "engine_error"
+    assert error["error"]["code"] == "engine_died"
+    assert error["error"]["type"] == "service_unavailable"
     assert "died" in error["error"]["message"]
     assert done == "[DONE]"
 
@@ -97,11 +101,104 @@ async def test_engine_death_mid_stream_sends_an_error_event_then_done_and_the_en
     assert status == 200 and body["choices"][0]["message"]["content"] == "Back"
 
 
-async def test_engine_death_during_a_unary_request_is_500(serve, messages) -> None:
+async def test_engine_death_during_a_unary_request_is_a_retryable_503(serve, messages) -> None:
     served = await serve(fast_model(dies_after_hello))
+    async with served.client.post("/v3/chat/completions", json={"model": MODEL, "messages": messages}) as response:
+        assert response.status == 503
+        assert int(response.headers["Retry-After"]) >= 1
+        body = await response.json()
+    assert body["error"]["code"] == "engine_died"
+    assert body["error"]["type"] == "service_unavailable"
+
+
+async def test_engine_death_during_a_completion_is_a_retryable_503(serve) -> None:
+    served = await serve(fast_model(dies_after_hello))
+    async with served.client.post("/v3/completions", json={"model": MODEL, "prompt": "Hi"}) as response:
+        assert response.status == 503
+        assert "Retry-After" in response.headers
+        assert (await response.json())["error"]["code"] == "engine_died"
+
+
+async def test_a_hung_idle_engine_turns_not_ready_refuses_at_once_and_is_replaced(serve, messages) -> None:
+    fast = fast_model(stall_timeout=0.5)
+    served = await serve(fast)
+    status, _ = await served.chat(messages=messages)
+    assert status == 200
+    hung = fast.launcher.engine
+    fast.launcher.gate.clear()  # the replacement takes a while to load, as a real one does
+    hung.hung.set()  # idle and silent, as after SIGSTOP
+
+    async def readiness() -> int:
+        async with served.client.get("/v2/health/ready") as response:
+            return response.status
+
+    await eventually(lambda: fast.model.engine.stalls == 1)
+    # Known to be stalled: refused with Retry-After before any engine work, not after a timeout.
+    async with served.client.post("/v3/chat/completions", json={"model": MODEL, "messages": messages}) as response:
+        assert response.status == 503
+        assert "Retry-After" in response.headers
+    assert len(hung.adds()) == 1
+    assert await readiness() == 503
+    # A new engine process takes over and serves.
+    fast.launcher.gate.set()
+    await eventually(lambda: fast.model.engine.ready and len(fast.launcher.launched) == 2)
+    assert await readiness() == 200
     status, body = await served.chat(messages=messages)
-    assert status == 500
-    assert body["error"]["code"] == "engine_error"
+    assert status == 200, body
+    assert fast.model.engine.restarts == 1
+
+
+async def test_a_healthy_idle_engine_is_never_taken_for_stalled(serve, messages) -> None:
+    fast = fast_model(stall_timeout=0.5)
+    served = await serve(fast)
+    await asyncio.sleep(1.5)  # three stall timeouts of idleness
+    assert fast.model.engine.stalls == 0
+    status, _ = await served.chat(messages=messages)
+    assert status == 200
+
+
+async def test_a_model_that_fails_at_every_start_is_retried_with_growing_delays(
+    serve, messages, monkeypatch, caplog
+) -> None:
+    monkeypatch.setattr(client, "_RETRY_FIRST_DELAY_S", 0.05)
+    broken = fast_model(name="broken")
+    broken.launcher.fatal = "Incorrect weights in bin file!"
+    good = fast_model(name="good", script=reply("fine"))
+    served = await serve(good, broken, wait=False)
+    await eventually(lambda: good.model.engine.ready)
+    await eventually(lambda: broken.model.engine.start_failures >= 4)
+    engine = broken.model.engine
+    assert engine.state is EngineState.FAILED
+
+    # The good model answers and the server is ready; the broken one is 503 with its own code.
+    status, body = await served.post("/v3/chat/completions", {"model": "good", "messages": messages})
+    assert status == 200 and body["choices"][0]["message"]["content"] == "fine"
+    async with served.client.get("/v2/health/ready") as response:
+        assert response.status == 200
+    async with served.client.get("/v2/models/broken/ready") as response:
+        assert response.status == 503
+    async with served.client.post("/v3/chat/completions", json={"model": "broken", "messages": messages}) as response:
+        assert response.status == 503
+        assert "Retry-After" in response.headers
+        assert (await response.json())["error"]["code"] == "model_load_failed"
+
+    # Each attempt waited longer than the one before, and said why in one line.
+    launches = [engine.launched_at for engine in broken.launcher.launched]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(launches)]
+    assert all(later > earlier for earlier, later in itertools.pairwise(gaps[:3])), gaps
+    failures = [record for record in caplog.records if "could not start" in record.getMessage()]
+    assert len(failures) == engine.start_failures
+    assert all("Incorrect weights in bin file!" in record.getMessage() for record in failures)
+    async with served.client.get("/metrics") as response:
+        text = await response.text()
+    assert f'ovserve_engine_start_failures_total{{model="broken"}} {float(engine.start_failures)}' in text
+    assert 'ovserve_engine_start_failures_total{model="good"} 0.0' in text
+
+    # Once the model can load again, the next attempt serves it.
+    broken.launcher.fatal = None
+    await eventually(lambda: engine.ready, timeout=10)
+    status, _ = await served.post("/v3/chat/completions", {"model": "broken", "messages": messages})
+    assert status == 200
 
 
 async def test_a_client_that_disconnects_mid_stream_cancels_its_engine_request(serve, messages) -> None:

@@ -261,6 +261,16 @@ async def test_engine_death_mid_stream_sends_response_failed_and_closes(serve) -
         assert response.status == 404  # a failed response is not stored
 
 
+async def test_engine_death_during_a_unary_response_is_a_retryable_503(serve) -> None:
+    served = await serve(fast_model(dies_after_hello))
+    async with served.client.post("/v3/responses", json={"model": "fast-model", "input": "Hi"}) as response:
+        assert response.status == 503
+        assert int(response.headers["Retry-After"]) >= 1
+        body = await response.json()
+    assert body["error"]["code"] == "engine_died"
+    assert body["error"]["type"] == "service_unavailable"
+
+
 async def test_a_client_disconnect_mid_stream_cancels_the_engine_request(serve) -> None:
     def endless(add: AddRequest) -> Iterator[Step]:
         while True:
