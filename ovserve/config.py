@@ -465,9 +465,10 @@ class ServerSettings(BaseModel):
     # -- engine health and shutdown ---------------------------------------------------------
     engine_stall_timeout: float = Field(
         default=60.0,
-        gt=0,
-        description="an engine with requests that reports no progress this long is declared stalled: its model "
-        "turns not-ready, its requests fail, and the engine process is killed and restarted (s)",
+        ge=2,  # an engine reports every second: less would take a healthy one for stalled
+        description="an engine that reports nothing this long (it reports every second, idle or busy) is declared "
+        "stalled: its model turns not-ready, its requests get a 503, and the engine process is killed and "
+        "restarted (s)",
     )
     drain_timeout: float = Field(
         default=30.0,

@@ -6,6 +6,7 @@ through real HTTP, the real engine process and the real pipeline.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -77,10 +78,11 @@ class Server:
                 pids.append(int(pid))
         return pids
 
-    def metric(self, name: str) -> float | None:
+    def metric(self, name: str, model: str | None = None) -> float | None:
+        """A sample of ``name`` for ``model`` (default: the server's model) from /metrics."""
         text = httpx.get(f"{self.url}/metrics", timeout=10).text
         for line in text.splitlines():
-            if line.startswith(f'{name}{{model="{self.model_name}"}}'):
+            if line.startswith(f'{name}{{model="{model or self.model_name}"}}'):
                 return float(line.rsplit(" ", 1)[1])
         return None
 
@@ -131,6 +133,20 @@ def start_server(
     """One model from --model_path / --model_name."""
     serve_args = ["--model_path", str(model_path), "--model_name", model_name, *extra_args]
     return launch_server(tmp_path, serve_args, model_name=model_name, env=env, wait=wait)
+
+
+def graph_config(tmp_path: Path, models: dict[str, Path]) -> Path:
+    """An OVMS config.json serving each ``name: model directory`` through a minimal graph.pbtxt."""
+    for name, model_path in models.items():
+        graph_dir = tmp_path / name
+        graph_dir.mkdir()
+        options = f'[type.googleapis.com / mediapipe.LLMCalculatorOptions]: {{ models_path: "{model_path}" }}'
+        graph_dir.joinpath("graph.pbtxt").write_text(
+            f'node: {{ calculator: "HttpLLMCalculator"\nnode_options: {{ {options} }} }}\n'
+        )
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"mediapipe_config_list": [{"name": name, "base_path": name} for name in models]}))
+    return config
 
 
 def start_config_server(tmp_path: Path, config: Path, *extra_args: str, model_name: str = "tiny-llm") -> Server:

@@ -189,9 +189,10 @@ class EngineClient:
         self.state = EngineState.FAILED
         delay = self._retry_delay()
         self._next_attempt_at = time.monotonic() + delay
+        reason = " ".join(str(exc).split())  # OpenVINO's messages span lines: one log line per attempt
         log.error(
             "model %r could not start (attempt %d in a row): %s; next attempt in %.0f s",
-            self.spec.name, self._failures_in_a_row, exc, delay,
+            self.spec.name, self._failures_in_a_row, reason, delay,
         )  # fmt: skip
 
     def _retry_delay(self) -> float:

@@ -1,0 +1,141 @@
+"""Engine faults rehearsed on real processes: a model that cannot load beside one that can, an
+engine that hangs while idle (SIGSTOP), and an engine killed while it serves a unary request in
+each OpenAI dialect. What a client and an operator see: 503 + ``Retry-After`` with a stable code,
+readiness, the log and ``/metrics``; the other models keep serving."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import itertools
+import os
+import re
+import shutil
+import signal
+import time
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Server, graph_config, launch_server, start_server
+
+CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+
+
+def wait_for(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _status(url: str) -> int:
+    return httpx.get(url, timeout=5).status_code
+
+
+def test_a_model_that_cannot_load_is_retried_with_growing_delays_while_the_other_serves(
+    tiny_llm: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken-model"
+    shutil.copytree(tiny_llm, broken)
+    with (broken / "openvino_model.bin").open("r+b") as weights:  # "Incorrect weights in bin file!"
+        weights.truncate(weights.seek(0, os.SEEK_END) // 2)
+    config = graph_config(tmp_path, {"broken": broken, "good": tiny_llm})
+    server = launch_server(tmp_path, ["--config_path", str(config)], model_name="good")
+    try:
+        # The server is ready for the model that loads; the other is retried meanwhile.
+        assert wait_for(lambda: (server.metric("ovserve_engine_start_failures_total", "broken") or 0) >= 3, timeout=120)
+        good = httpx.post(f"{server.url}/v3/chat/completions", json={"model": "good", **CHAT}, timeout=60)
+        assert good.status_code == 200
+        assert _status(f"{server.url}/v2/health/ready") == 200
+        assert _status(f"{server.url}/v2/models/good/ready") == 200
+        assert _status(f"{server.url}/v2/models/broken/ready") == 503
+        refused = httpx.post(f"{server.url}/v3/chat/completions", json={"model": "broken", **CHAT}, timeout=10)
+        assert refused.status_code == 503
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert refused.json()["error"]["code"] == "model_load_failed"
+        assert (server.metric("ovserve_engine_restarts_total", "broken") or 0) >= 2  # the attempts after the first
+
+        # One log line per attempt, numbered in order, each waiting longer than the one before.
+        attempts = [line for line in server.log().splitlines() if "model 'broken' could not start" in line]
+        assert len(attempts) >= 3
+        numbers = [int(re.search(r"attempt (\d+) in a row", line)[1]) for line in attempts]  # type: ignore[index]
+        assert numbers == list(range(1, len(attempts) + 1))
+        delays = [float(re.search(r"next attempt in (\d+) s", line)[1]) for line in attempts]  # type: ignore[index]
+        assert delays == sorted(delays) and len(set(delays)) == len(delays)
+        times = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in attempts]
+        gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)]
+        assert all(gap >= delay for gap, delay in zip(gaps, delays, strict=False)), (gaps, delays)
+        assert all("Incorrect weights in bin file!" in line for line in attempts)
+        assert server.log().count("Incorrect weights in bin file!") == len(attempts)
+        assert server.process.poll() is None
+    finally:
+        server.stop()
+    assert server.process.returncode == 0
+
+
+@pytest.fixture()
+def stall_server(tiny_llm: Path, tmp_path: Path) -> Server:
+    return start_server(tmp_path, tiny_llm, "--engine_stall_timeout", str(STALL_TIMEOUT_S))
+
+
+STALL_TIMEOUT_S = 5.0
+
+
+def test_an_idle_engine_that_hangs_turns_not_ready_is_refused_at_once_and_replaced(stall_server: Server) -> None:
+    server = stall_server
+    chat = {"model": "tiny-llm", **CHAT}
+    try:
+        assert httpx.post(f"{server.url}/v3/chat/completions", json=chat, timeout=60).status_code == 200
+        (engine_pid,) = server.engine_pids()
+        os.kill(engine_pid, signal.SIGSTOP)  # idle, and now silent
+        ready = f"{server.url}/v2/health/ready"
+        assert wait_for(lambda: _status(ready) == 503, timeout=STALL_TIMEOUT_S + 2)
+
+        # Known to be stalled: refused at once (well within the stall timeout), not after a wait.
+        started = time.monotonic()
+        refused = httpx.post(f"{server.url}/v3/chat/completions", json=chat, timeout=60)
+        assert time.monotonic() - started < STALL_TIMEOUT_S / 5
+        assert refused.status_code == 503
+        assert int(refused.headers["Retry-After"]) >= 1
+
+        # A new engine process replaces the stopped one and serves.
+        server.wait_ready(timeout=120)
+        assert server.engine_pids() != [engine_pid]
+        assert httpx.post(f"{server.url}/v3/chat/completions", json=chat, timeout=60).status_code == 200
+        assert server.metric("ovserve_engine_stalls_total") == 1
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(engine_pid, signal.SIGCONT)
+        server.stop()
+
+
+LONG = {"max_tokens": 1500, "ignore_eos": True, "temperature": 0}
+UNARY_REQUESTS = {
+    "chat": ("/v3/chat/completions", {"messages": [{"role": "user", "content": "Count."}], **LONG}),
+    "completions": ("/v3/completions", {"prompt": "Count.", **LONG}),
+    "responses": ("/v3/responses", {"input": "Count.", "max_output_tokens": 1500, "temperature": 0}),
+}
+
+
+def test_an_engine_killed_mid_unary_request_is_a_retryable_503_in_every_dialect(tiny_llm: Path, tmp_path: Path) -> None:
+    server = start_server(tmp_path, tiny_llm)
+    try:
+        for dialect, (path, body) in UNARY_REQUESTS.items():
+            (engine_pid,) = server.engine_pids()
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                url, request = f"{server.url}{path}", {"model": "tiny-llm", **body}
+                pending = pool.submit(httpx.post, url, json=request, timeout=120)
+                assert wait_for(lambda: server.metric("ovserve_inflight_requests") == 1, timeout=30), dialect
+                os.kill(engine_pid, signal.SIGKILL)
+                response = pending.result()
+            assert response.status_code == 503, (dialect, response.text)
+            assert int(response.headers["Retry-After"]) >= 1, dialect
+            assert response.json()["error"]["code"] == "engine_died", dialect
+            server.wait_ready(timeout=120)
+    finally:
+        server.stop()
