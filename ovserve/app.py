@@ -126,7 +126,7 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.RESPONSES] = ResponsesService(app[keys.CHAT], store)
     app[keys.LOOP_LAG] = LoopLagMonitor()
     app[keys.METRICS] = ServerMetrics()
-    app[keys.METRICS].watch(models, app[keys.LOOP_LAG])
+    app[keys.METRICS].watch(models, app[keys.LOOP_LAG], store)
     add_routes(app)
     add_response_routes(app)
     app.cleanup_ctx.append(_engines)

@@ -459,8 +459,9 @@ class ServerSettings(BaseModel):
     responses_store_max_mb: float = Field(
         default=256.0,
         gt=0,
-        description="most MB of stored responses and their conversations; the least recently used are evicted "
-        "beyond it",
+        description="most MB the stored responses and their conversations may take: for a file store, its disk "
+        "footprint (database, WAL and WAL index, within 32 KiB); in memory, their JSON; the least recently used are "
+        "evicted beyond it",
     )
     # -- engine health and shutdown ---------------------------------------------------------
     engine_stall_timeout: float = Field(

@@ -10,9 +10,9 @@ Contract:
   ``finish_reason``, or the error type, and the HTTP status).
 - Everything else is *read* at scrape time from state the server process already holds: each
   model's admission counts (queue depth), its engine client (ready, in flight, restarts, stalls,
-  the engine's last report: KV cache, pipeline requests) and drafting totals, and the event-loop
-  lag histogram. Collecting never waits on an engine, so a stuck engine cannot slow or empty
-  ``/metrics``.
+  the engine's last report: KV cache, pipeline requests) and drafting totals, the Responses
+  store's fault counts, and the event-loop lag histogram. Collecting never waits on an engine,
+  so a stuck engine cannot slow or empty ``/metrics``.
 
 Names follow Prometheus conventions (``ovserve_`` prefix, base units, ``_total`` counters); the
 README lists them next to the vLLM / llama.cpp metrics they correspond to.
@@ -21,7 +21,7 @@ README lists them next to the vLLM / llama.cpp metrics they correspond to.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -75,6 +75,15 @@ class _DraftingState(Protocol):
     def drafted_tokens(self) -> int: ...
     @property
     def verify_steps(self) -> int: ...
+
+
+class ResponseStoreView(Protocol):
+    """What the collector reads of the Responses store (``ovserve.service.response_store.ResponseStore``)."""
+
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def failures(self) -> Mapping[str, int]: ...
 
 
 class ServedModelView(Protocol):
@@ -160,11 +169,15 @@ class ServerMetrics:
         )
         self._models: list[ServedModelView] = []
         self._loop_lag: LoopLagMonitor | None = None
+        self._store: ResponseStoreView | None = None
         self.registry.register(_ServerCollector(self))
 
-    def watch(self, models: Iterable[ServedModelView], loop_lag: LoopLagMonitor) -> None:
+    def watch(
+        self, models: Iterable[ServedModelView], loop_lag: LoopLagMonitor, store: ResponseStoreView | None = None
+    ) -> None:
         self._models = list(models)
         self._loop_lag = loop_lag
+        self._store = store
 
     def recorder(self, endpoint: str) -> RequestRecorder:
         return RequestRecorder(self, endpoint)
@@ -299,6 +312,17 @@ class _ServerCollector(Collector):
         yield from (engine_requests, handles, scheduled, kv_usage, kv_bytes, report_age)
         if any(model.drafting.requests for model in self._metrics._models):
             yield from (accepted, proposed, verify)
+        store = self._metrics._store
+        if store is not None and store.enabled:
+            failures = CounterMetricFamily(
+                "ovserve_responses_store_failures",
+                "Responses store operations that failed on a disk or database fault (full, read-only, deleted "
+                "file); housekeeping is store work no request waited for.",
+                labels=["operation"],
+            )
+            for operation, count in store.failures.items():
+                failures.add_metric([operation], count)
+            yield failures
         lag = self._metrics._loop_lag
         if lag is not None:
             cumulative, buckets = 0, []

@@ -20,8 +20,31 @@ owned by :data:`OPEN_OWNER`. A server without keys reads them as before; no key'
 :data:`OPEN_OWNER`, so on a server with keys they are unreadable (we cannot know which key made
 them, and guessing "anyone" would let every key read them). They age out under the bounds.
 
-Bounds: ``--responses_store_max_count`` rows and ``--responses_store_max_mb`` of stored JSON; past
-either, the least recently used rows (written, read by ``GET`` or continued) are evicted first.
+Bounds: ``--responses_store_max_count`` rows and ``--responses_store_max_mb``; past either, the
+least recently used rows (written, read by ``GET`` or continued) are evicted first, in the same
+transaction as the write that went past. In memory the byte bound counts the stored JSON. On disk
+it is the files' footprint -- database, ``-wal`` and ``-shm`` -- because that is what fills a
+volume: the WAL gets a share of the cap (:func:`wal_limit`) and is checkpointed into the database
+and truncated whenever a write leaves it larger; the database's pages get the rest (rows are
+evicted until the pages in use fit, which also covers SQLite's per-page overhead, up to twice the
+JSON for rows of a few KB); ``auto_vacuum=FULL`` gives freed pages back to the file system at each
+commit. Between calls the footprint is at most the cap plus :data:`FOOTPRINT_MARGIN` (the WAL
+index); during a write, that write's own pages come on top until its checkpoint.
+
+Faults: the disk can fill up or turn read-only, and the file (or its directory) can be deleted
+under a running server. Every public call then raises :class:`StoreFault` (sqlite3's and the OS's
+own errors get through only for bugs, such as a mistake in a statement: :func:`_is_fault`); the
+fault is counted in :attr:`ResponseStore.failures` by operation and logged as a WARNING, at most
+once a minute (:class:`_FaultLog`; never any content). The store heals itself, with no restart:
+each call first checks that the path still names the file it opened and starts a new database
+there if not (a deleted file or directory is recreated; reading on from the deleted file would
+serve responses that no longer exist anywhere; counted, and told each time, as it takes someone
+deleting the file again to happen again); a fault that leaves the connection in doubt (an I/O
+error, a file that cannot be opened or read) closes it and the next call opens a fresh one, while
+a full or read-only disk keeps it (it still reads, and writes again once there is room). Work no
+caller waits for -- marking a read row as used, checkpoints, eviction at start-up -- counts its
+faults under ``housekeeping`` and never fails the call it rides on. A store that cannot even be
+opened at start-up does not stop the server: it retries on every call.
 
 Threading: every statement runs on one dedicated thread, which owns the connection (an in-memory
 database exists only for the connection that made it), so the event loop never waits on the disk.
@@ -31,12 +54,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import enum
 import json
 import logging
 import sqlite3
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ovserve.service.threads import started_thread
 
@@ -47,6 +74,46 @@ DISABLED = "none"
 # The owner of every response on a server without API keys (everyone is the same caller), and of
 # rows written before owners existed. Never a key digest (those are 64 hex digits).
 OPEN_OWNER = ""
+
+# What faults are counted by (ovserve_responses_store_failures_total{operation}). HOUSEKEEPING is
+# store work no caller waits for: the LRU mark of a read, WAL checkpoints, opening at start-up.
+PUT, GET, DELETE, HOUSEKEEPING = "put", "get", "delete", "housekeeping"
+OPERATIONS = (PUT, GET, DELETE, HOUSEKEEPING)
+
+# How far past the cap a file store's footprint may be between calls: the -shm file (the WAL
+# index: 32 KiB for a WAL of up to 4096 pages, and it rests below wal_limit, at most 1024 pages).
+# The WAL itself is inside the cap: the database's pages leave its share free.
+FOOTPRINT_MARGIN = 32 * 1024
+# The WAL's share of --responses_store_max_mb: an eighth, at most 4 MiB (SQLite's own default
+# checkpoint point is about 4 MB; more only makes checkpoints rarer and longer).
+_WAL_SHARE = 8
+_WAL_MAX = 4 * 1024 * 1024
+_WARNING_INTERVAL_S = 60.0
+_AUTO_VACUUM_FULL = 1  # what PRAGMA auto_vacuum reads for FULL (0 is NONE, 2 INCREMENTAL)
+
+
+class _Code(enum.IntEnum):
+    """SQLite's primary result codes of a disk or file fault (sqlite3.h; the sqlite3 module names
+    them from Python 3.11 on). Not SQLITE_ERROR (1): that is a statement's own mistake."""
+
+    PERM = 3
+    BUSY = 5
+    LOCKED = 6
+    NOMEM = 7
+    READONLY = 8
+    IOERR = 10
+    CORRUPT = 11
+    FULL = 13
+    CANTOPEN = 14
+    PROTOCOL = 15
+    NOTADB = 26
+
+
+_FAULT_CODES = frozenset(_Code)
+# Faults after which the connection is still sound: it reads on a read-only disk and writes again
+# once the disk has room, so it is kept. Any other fault closes it (the next call opens a new one).
+# Extended codes (READONLY_DBMOVED, ...) are not in it: they say the connection is stale.
+_CONNECTION_SURVIVES = frozenset({_Code.FULL, _Code.READONLY, _Code.BUSY})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -60,11 +127,69 @@ CREATE TABLE IF NOT EXISTS responses (
 CREATE INDEX IF NOT EXISTS responses_used ON responses (used);
 """
 
+T = TypeVar("T")
+Item = dict[str, Any]
+
 
 @dataclass(frozen=True)
 class StoredResponse:
     response: dict[str, Any]
     conversation: list[dict[str, Any]]
+
+
+class StoreFault(Exception):
+    """The store's disk or database file failed (full, read-only, deleted, unreadable), so the call
+    could not be done. Already logged and counted; the cause is chained."""
+
+
+def wal_limit(max_bytes: int) -> int:
+    """The WAL's share of a file store's byte cap: past it, a write checkpoints and truncates it."""
+    return min(max_bytes // _WAL_SHARE, _WAL_MAX)
+
+
+def _is_fault(exc: BaseException) -> bool:
+    """A failure of the disk or the database file, as opposed to a mistake in a statement (SQL
+    errors, constraints, misuse: those stay errors, a 500 with a traceback)."""
+    if isinstance(exc, OSError):
+        return True
+    code = _code(exc)
+    if code is None:  # Python 3.10, or raised by hand: by class (SQLite raises CORRUPT and NOTADB as the base)
+        return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
+    return code & 0xFF in _FAULT_CODES
+
+
+def _code(exc: BaseException) -> int | None:
+    """SQLite's (extended) result code of ``exc``, if it carries one."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code if isinstance(code, int) else None
+
+
+def _describe(exc: BaseException) -> str:
+    name = getattr(exc, "sqlite_errorname", None)
+    return f"{type(exc).__name__}: {exc}" + (f" ({name})" if name else "")
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` names now (None: none)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _remove_journals(path: Path) -> None:
+    """Remove the WAL files of a database that is gone (deleted or replaced): SQLite would read them
+    as part of whatever file is at ``path`` next (the old rows back, or a corrupt database)."""
+    for suffix in ("-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _add_owner_column(db: sqlite3.Connection) -> None:
@@ -76,6 +201,39 @@ def _add_owner_column(db: sqlite3.Connection) -> None:
         log.info("responses store: added the owner column; earlier responses are readable only without API keys")
 
 
+class _FaultLog:
+    """Fault warnings, at most one per interval: a full disk under a busy server is one line a
+    minute that counts the faults it stands for, not one line per request. Recovery (a write that
+    works again) is told once, and only after a fault that was told."""
+
+    def __init__(self, interval: float = _WARNING_INTERVAL_S) -> None:
+        self._interval = interval
+        self._quiet_until = float("-inf")
+        self._untold = 0
+        self._told = False
+
+    def fault(self, operation: str, what: str) -> None:
+        now = time.monotonic()
+        if now < self._quiet_until:
+            self._untold += 1
+            return
+        more = f" (and {self._untold} more store faults since the last warning)" if self._untold else ""
+        log.warning(
+            "responses store: %s failed: %s%s; responses are still served, but not stored, and stored ones "
+            "may be out of reach (503) until the store works again",
+            operation,
+            what,
+            more,
+        )
+        self._quiet_until, self._untold, self._told = now + self._interval, 0, True
+
+    def recovered(self) -> None:
+        if self._told:
+            more = f" ({self._untold} more store faults since the last warning)" if self._untold else ""
+            self._told, self._untold = False, 0
+            log.info("responses store: writing again%s", more)
+
+
 class ResponseStore:
     """The bounded store; ``location`` is :data:`MEMORY`, :data:`DISABLED` or a database file path."""
 
@@ -83,12 +241,20 @@ class ResponseStore:
         self.location = location
         self.max_count = max_count
         self.max_bytes = max_bytes
+        # Faults by operation, read by /metrics (from the event loop; only the store's thread writes).
+        self.failures: dict[str, int] = dict.fromkeys(OPERATIONS, 0)
+        self._path = None if location in (MEMORY, DISABLED) else Path(location)
+        self._wal_limit = wal_limit(max_bytes) if self._path is not None else 0
+        # What the database's pages may take: the cap, less the WAL's share on disk.
+        self._db_bytes = max_bytes - self._wal_limit
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
         self._db: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None  # the file the connection opened
         self._clock = 0
+        self._faults = _FaultLog()
         if self.enabled:
             self._thread = started_thread("responses-store")
-            self._thread.submit(self._open).result()
+            self._thread.submit(self._start).result()
 
     @property
     def enabled(self) -> bool:
@@ -96,112 +262,219 @@ class ResponseStore:
 
     # -- the store's thread ----------------------------------------------------------------
 
+    def _start(self) -> None:
+        with contextlib.suppress(StoreFault):  # logged and counted; every call retries
+            self._guarded(HOUSEKEEPING, lambda db: None)
+
+    def _guarded(self, operation: str, work: Callable[..., T], *args: Any) -> T:
+        """``work(db, *args)`` on a working connection; a fault is logged, counted, cleaned up
+        after, and raised as :class:`StoreFault`."""
+        faults = sum(self.failures.values())
+        try:
+            result = work(self._connection(), *args)
+        except (OSError, sqlite3.Error) as exc:
+            if not _is_fault(exc):
+                raise
+            self._fault(operation, exc, self._db)
+            raise StoreFault(f"responses store: {operation} failed ({_describe(exc)})") from exc
+        if operation in (PUT, DELETE) and sum(self.failures.values()) == faults:  # a write, all of it
+            self._faults.recovered()
+        return result
+
+    @contextlib.contextmanager
+    def _housekeeping(self, db: sqlite3.Connection) -> Iterator[None]:
+        """Work on ``db`` no caller waits for: a fault is logged and counted under ``housekeeping``,
+        not raised (the connection may be closed by it: see :meth:`_fault`)."""
+        try:
+            yield
+        except (OSError, sqlite3.Error) as exc:
+            if not _is_fault(exc):
+                raise
+            self._fault(HOUSEKEEPING, exc, db)
+
+    def _fault(self, operation: str, exc: BaseException, db: sqlite3.Connection | None) -> None:
+        """Count and log a fault on ``db``, roll back what it left open, and close it if it is the
+        store's connection and the fault leaves it in doubt."""
+        self.failures[operation] += 1
+        self._faults.fault(operation, _describe(exc))
+        if db is None:
+            return
+        with contextlib.suppress(sqlite3.Error):
+            if db.in_transaction:
+                db.rollback()
+        if db is self._db and self._path is not None and _code(exc) not in _CONNECTION_SURVIVES:
+            self._drop()
+
+    def _drop(self) -> None:
+        db, self._db, self._identity = self._db, None, None
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+
+    def _connection(self) -> sqlite3.Connection:
+        """The open connection; a new one if there is none, or if the path names another file than
+        the one it opened (deleted, or replaced)."""
+        if self._db is not None and self._path is not None and _file_identity(self._path) != self._identity:
+            # Counted as a fault: every response stored so far is gone. Told each time (not rate
+            # limited): it takes someone deleting the file again to happen again.
+            self.failures[HOUSEKEEPING] += 1
+            log.warning("responses store: %s was deleted or replaced; starting a new, empty database", self._path)
+            self._drop()
+            _remove_journals(self._path)
+        if self._db is None:
+            self._open()
+        assert self._db is not None
+        return self._db
+
     def _open(self) -> None:
-        if self.location == MEMORY:
-            target = ":memory:"
+        """Open (or create) the database and make it the store's connection."""
+        path = self._path
+        if path is None:
+            db = sqlite3.connect(":memory:", isolation_level=None)
         else:
-            path = Path(self.location)
             path.parent.mkdir(parents=True, exist_ok=True)
-            target = str(path)
-        db = sqlite3.connect(target, isolation_level=None)  # autocommit; writes are single statements or BEGIN
-        if target != ":memory:":
-            # WAL: readers do not wait for a writer; NORMAL: durable across a process crash (not
-            # across power loss), which is the guarantee a conversation cache needs.
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
-        _add_owner_column(db)
-        self._clock = db.execute("SELECT COALESCE(MAX(used), 0) FROM responses").fetchone()[0]
-        self._db = db
-        # A restart with smaller bounds applies them at once.
-        self._evict()
+            if not path.exists():
+                _remove_journals(path)
+            db = sqlite3.connect(path, isolation_level=None)  # autocommit; a write of several statements BEGINs
+        try:
+            if path is not None:
+                # FULL: each commit gives freed pages back to the file system (a new database only;
+                # older ones are converted below). WAL: readers do not wait for a writer. NORMAL:
+                # durable across a process crash (not power loss), what a conversation cache needs.
+                db.execute("PRAGMA auto_vacuum=FULL")
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute(f"PRAGMA journal_size_limit={self._wal_limit}")
+            db.executescript(_SCHEMA)
+            _add_owner_column(db)
+            self._clock = db.execute("SELECT COALESCE(MAX(used), 0) FROM responses").fetchone()[0]
+            identity = _file_identity(path) if path is not None else None
+            # Not yet the store's connection: a fault here is counted, and the call that opened it
+            # goes on (a connection that is really broken fails that call next).
+            with self._housekeeping(db):
+                if path is not None and db.execute("PRAGMA auto_vacuum").fetchone()[0] != _AUTO_VACUUM_FULL:
+                    # A database from before the footprint bound: VACUUM rebuilds it with FULL (once).
+                    db.execute("VACUUM")
+                    log.info("responses store: %s converted to auto_vacuum=FULL", path)
+                # A restart with smaller bounds applies them at once.
+                db.execute("BEGIN")
+                self._evict(db)
+                db.execute("COMMIT")
+            self._after_write(db)
+        except BaseException:
+            db.close()
+            raise
+        self._db, self._identity = db, identity
 
     def _tick(self) -> int:
         self._clock += 1
         return self._clock
 
-    def _put(self, response_object: dict[str, Any], conversation_items: list[dict[str, Any]], owner: str) -> None:
-        assert self._db is not None
+    def _after_write(self, db: sqlite3.Connection) -> None:
+        """Once the WAL outgrows its share of the cap, copy it into the database and truncate it."""
+        if self._path is None:
+            return
+        with self._housekeeping(db):
+            if _file_size(Path(f"{self._path}-wal")) > self._wal_limit:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+
+    def _put(self, db: sqlite3.Connection, response_object: Item, conversation_items: list[Item], owner: str) -> bool:
         response, conversation = json.dumps(response_object), json.dumps(conversation_items)
         size = len(response.encode()) + len(conversation.encode())
-        self._db.execute(
+        if size > self._db_bytes:
+            # It would evict every other response, then itself.
+            log.info("responses store: a response of %d bytes does not fit --responses_store_max_mb; not stored", size)
+            return False
+        response_id = response_object["id"]
+        db.execute("BEGIN")  # the row and the evictions it causes: all or nothing
+        db.execute(
             "INSERT OR REPLACE INTO responses (id, used, size, response, conversation, owner)"
             " VALUES (?, ?, ?, ?, ?, ?)",
-            (response_object["id"], self._tick(), size, response, conversation, owner),
+            (response_id, self._tick(), size, response, conversation, owner),
         )
-        self._evict()
+        self._evict(db)
+        kept = db.execute("SELECT 1 FROM responses WHERE id = ?", (response_id,)).fetchone() is not None
+        db.execute("COMMIT")
+        self._after_write(db)
+        return kept
 
-    def _evict(self) -> None:
-        assert self._db is not None
-        count, total = self._db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses").fetchone()
-        if count <= self.max_count and total <= self.max_bytes:
+    def _over_bounds(self, db: sqlite3.Connection, count: int, total: int) -> bool:
+        if count > self.max_count or total > self.max_bytes:
+            return True
+        if self._path is None:
+            return False
+        # The pages in use: what the file will be once this transaction commits (auto_vacuum=FULL).
+        pages = db.execute("PRAGMA page_count").fetchone()[0] - db.execute("PRAGMA freelist_count").fetchone()[0]
+        return bool(pages * db.execute("PRAGMA page_size").fetchone()[0] > self._db_bytes)
+
+    def _evict(self, db: sqlite3.Connection) -> None:
+        """Delete the least recently used rows until the bounds hold (inside the caller's transaction)."""
+        count, total = db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses").fetchone()
+        if not self._over_bounds(db, count, total):
             return
         evicted = 0
-        self._db.execute("BEGIN")
-        for response_id, size in self._db.execute("SELECT id, size FROM responses ORDER BY used").fetchall():
-            if count <= self.max_count and total <= self.max_bytes:
-                break
-            self._db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+        for response_id, size in db.execute("SELECT id, size FROM responses ORDER BY used").fetchall():
+            db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
             count, total, evicted = count - 1, total - size, evicted + 1
-        self._db.execute("COMMIT")
+            if not self._over_bounds(db, count, total):
+                break
         log.debug("responses store: evicted %d responses (now %d, %d bytes)", evicted, count, total)
 
-    def _get(self, response_id: str, owner: str, conversation: bool) -> StoredResponse | None:
-        assert self._db is not None
+    def _get(self, db: sqlite3.Connection, response_id: str, owner: str, conversation: bool) -> StoredResponse | None:
         column = "response, conversation" if conversation else "response, '[]'"
         query = f"SELECT {column} FROM responses WHERE id = ? AND owner = ?"
-        row = self._db.execute(query, (response_id, owner)).fetchone()
+        row = db.execute(query, (response_id, owner)).fetchone()
         if row is None:
             return None  # unknown and someone else's look the same: no marking as used either
-        self._db.execute("UPDATE responses SET used = ? WHERE id = ?", (self._tick(), response_id))
+        with self._housekeeping(db):  # a full or read-only disk still reads
+            db.execute("UPDATE responses SET used = ? WHERE id = ?", (self._tick(), response_id))
+        if self._db is db:
+            self._after_write(db)
         return StoredResponse(json.loads(row[0]), json.loads(row[1]))
 
-    def _delete(self, response_id: str, owner: str) -> bool:
-        assert self._db is not None
-        deleted = self._db.execute("DELETE FROM responses WHERE id = ? AND owner = ?", (response_id, owner))
-        return deleted.rowcount > 0
+    def _delete(self, db: sqlite3.Connection, response_id: str, owner: str) -> bool:
+        deleted = db.execute("DELETE FROM responses WHERE id = ? AND owner = ?", (response_id, owner)).rowcount > 0
+        if deleted:
+            self._after_write(db)
+        return deleted
 
-    def _stats(self) -> tuple[int, int]:
-        assert self._db is not None
-        count, total = self._db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses").fetchone()
+    def _stats(self, db: sqlite3.Connection) -> tuple[int, int]:
+        count, total = db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses").fetchone()
         return int(count), int(total)
-
-    def _close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
 
     # -- the event loop's side -------------------------------------------------------------
 
-    async def _run(self, function: Any, *args: Any) -> Any:
+    async def _run(self, operation: str, work: Callable[..., T], *args: Any) -> T:
         assert self._thread is not None
-        return await asyncio.get_running_loop().run_in_executor(self._thread, function, *args)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._guarded, operation, work, *args)
 
-    async def put(self, response: dict[str, Any], conversation: list[dict[str, Any]], *, owner: str) -> None:
+    async def put(self, response: dict[str, Any], conversation: list[dict[str, Any]], *, owner: str) -> bool:
         """Keep ``response`` (its ``id`` is the key) for ``owner``, then evict down to the bounds.
+        False if it was not kept: alone, it is larger than the bounds allow. StoreFault on a fault
+        (nothing was written).
 
-        The objects are serialised on the store's thread: the caller must not change them after.
+        The objects are serialised on the store's thread: the caller must not change them until
+        this returns.
         """
-        await self._run(self._put, response, conversation, owner)
+        return await self._run(PUT, self._put, response, conversation, owner)
 
     async def get(self, response_id: str, *, owner: str, conversation: bool = True) -> StoredResponse | None:
         """``owner``'s stored response (and its conversation), marked as just used; None if unknown,
-        evicted, or another owner's."""
-        result: StoredResponse | None = await self._run(self._get, response_id, owner, conversation)
-        return result
+        evicted, or another owner's; StoreFault if it cannot be read now."""
+        return await self._run(GET, self._get, response_id, owner, conversation)
 
     async def delete(self, response_id: str, *, owner: str) -> bool:
-        """Delete ``owner``'s response; False if unknown, evicted, or another owner's (left as it is)."""
-        deleted: bool = await self._run(self._delete, response_id, owner)
-        return deleted
+        """Delete ``owner``'s response; False if unknown, evicted, or another owner's (left as it is);
+        StoreFault if it cannot be deleted now."""
+        return await self._run(DELETE, self._delete, response_id, owner)
 
     async def stats(self) -> tuple[int, int]:
-        """(responses, bytes) stored now."""
-        stats: tuple[int, int] = await self._run(self._stats)
-        return stats
+        """(responses, bytes of JSON) stored now."""
+        return await self._run(HOUSEKEEPING, self._stats)
 
     def close(self) -> None:
         if self._thread is not None:
-            self._thread.submit(self._close).result()
+            self._thread.submit(self._drop).result()
             self._thread.shutdown()
             self._thread = None

@@ -23,6 +23,13 @@ API key presented, or :data:`~ovserve.service.response_store.OPEN_OWNER` without
 ``DELETE`` and ``previous_response_id`` on another owner's response answer exactly as for an
 unknown id (the same 404, message and param), so a response id tells one key nothing about
 another key's responses.
+
+Store faults (a full or read-only disk, a deleted database file: see
+:mod:`~ovserve.service.response_store`) never cost a generation: a response that could not be
+stored is returned as usual with ``store: false`` (:meth:`ResponsesService._keep`). What needs a
+stored response now -- ``previous_response_id``, ``GET``, ``DELETE`` -- is a 503 with
+``Retry-After`` (:func:`_store_unavailable`): the server cannot serve that conversation at the
+moment, which is neither the client's fault (400) nor an unknown id (404).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ovserve.errors import BadRequestError, NotFoundError, OvserveError
+from ovserve.errors import BadRequestError, NotFoundError, OvserveError, ServiceUnavailableError
 from ovserve.parsers.base import ToolCall
 from ovserve.protocol import ChatCompletionRequest, SamplingRequest
 from ovserve.protocol_responses import (
@@ -55,8 +62,11 @@ from ovserve.protocol_responses import (
 from ovserve.protocol_responses import InputItem as InputItemUnion
 from ovserve.service.chat import ChatJob, ChatService
 from ovserve.service.output import ParsedDelta
-from ovserve.service.response_store import ResponseStore
+from ovserve.service.response_store import ResponseStore, StoreFault
 
+# Seconds a client is asked to wait after a store fault: a disk that filled up or went away is
+# not back in a second, and a retry sooner only adds load.
+STORE_RETRY_AFTER_S = 5
 # The sampling fields a Responses request shares with chat, passed through as sent.
 _SHARED_FIELDS = set(SamplingRequest.model_fields) - {"model", "stream", "stream_options"}
 # OpenAI's error codes a response.failed event may carry; anything else reads server_error.
@@ -433,7 +443,10 @@ class ResponsesService:
                 "(--responses_store none); send the whole conversation as input",
                 param="previous_response_id",
             )
-        stored = await self.store.get(response_id, owner=owner)
+        try:
+            stored = await self.store.get(response_id, owner=owner)
+        except StoreFault as exc:
+            raise _store_unavailable("previous_response_id") from exc
         if stored is None:
             raise NotFoundError(
                 f"no stored response '{response_id}' (never stored, deleted, or evicted from the store)",
@@ -540,27 +553,65 @@ class ResponsesService:
         return response
 
     async def _keep(self, job: ResponsesJob, response: dict[str, Any]) -> None:
-        if job.store:
-            assert job.owner is not None
-            await self.store.put(response, [*job.conversation, *response["output"]], owner=job.owner)
+        """Store ``response`` if the request asked to; if it could not be kept, say so in it.
+
+        A store fault (logged and counted by the store) does not fail the request: the generation
+        succeeded and the client gets it, as unary body or ``response.completed`` event. Its
+        ``store`` then reads false, the field that already tells a client whether the response was
+        kept (as with ``--responses_store none``): the schema's own way to say "do not use this id
+        for ``previous_response_id`` or ``GET``", which every OpenAI client accepts. A later ``GET``
+        of the id is a 404, as for any response that was not stored. (The stream's
+        ``response.created`` event said true: it was sent before the generation, when keeping it
+        was still the plan.) A response larger than the store's bounds is likewise not kept.
+        """
+        if not job.store:
+            return
+        assert job.owner is not None
+        try:
+            kept = await self.store.put(response, [*job.conversation, *response["output"]], owner=job.owner)
+        except StoreFault:
+            kept = False
+        if not kept:
+            job.store = False
+            response["store"] = False
 
     # -- GET / DELETE -------------------------------------------------------------------------
 
     async def retrieve(self, response_id: str, *, owner: str) -> dict[str, Any]:
-        enabled = self.store.enabled
-        stored = await self.store.get(response_id, owner=owner, conversation=False) if enabled else None
+        if not self.store.enabled:
+            raise _unknown(response_id)
+        try:
+            stored = await self.store.get(response_id, owner=owner, conversation=False)
+        except StoreFault as exc:
+            raise _store_unavailable("response_id") from exc
         if stored is None:
             raise _unknown(response_id)
         return stored.response
 
     async def delete(self, response_id: str, *, owner: str) -> dict[str, Any]:
-        if not (self.store.enabled and await self.store.delete(response_id, owner=owner)):
+        if not self.store.enabled:
+            raise _unknown(response_id)
+        try:
+            deleted = await self.store.delete(response_id, owner=owner)
+        except StoreFault as exc:
+            raise _store_unavailable("response_id") from exc
+        if not deleted:
             raise _unknown(response_id)
         return {"id": response_id, "object": "response.deleted", "deleted": True}
 
 
 def _unknown(response_id: str) -> NotFoundError:
     return NotFoundError(f"no stored response '{response_id}' (never stored, deleted, or evicted)", param="response_id")
+
+
+def _store_unavailable(param: str) -> ServiceUnavailableError:
+    return ServiceUnavailableError(
+        "the response store cannot be used right now (a disk or database fault, logged on the server); "
+        "retry later, or send the whole conversation as input",
+        param=param,
+        code="store_unavailable",
+        retry_after=STORE_RETRY_AFTER_S,
+    )
 
 
 def _status(job: ResponsesJob) -> str:

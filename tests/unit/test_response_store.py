@@ -1,7 +1,9 @@
-"""The Responses conversation store: bounds, least-recently-used eviction, persistence, owners."""
+"""The Responses conversation store: bounds (and a file store's disk footprint), least-recently-used
+eviction, persistence, owners. Faults: ``test_response_store_faults.py``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ovserve.service.response_store import DISABLED, MEMORY, OPEN_OWNER, ResponseStore
+from ovserve.service.response_store import DISABLED, FOOTPRINT_MARGIN, MEMORY, OPEN_OWNER, ResponseStore
 
 ME = "a" * 64  # owners are key digests (SHA-256 hex) or OPEN_OWNER
 OTHER = "b" * 64
@@ -86,6 +88,55 @@ async def test_a_file_store_survives_a_reopen_and_applies_new_bounds(stores, tmp
     # The LRU clock continues where it stopped: c, not a (just read), is the next to go.
     await reopened.put(response("d"), [], owner=ME)
     assert await reopened.get("c", owner=ME) is None and await reopened.get("a", owner=ME) is not None
+
+
+def footprint(path: Path) -> int:
+    """What the store takes on disk: the database, its WAL and the WAL's index."""
+    files = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+    return sum(file.stat().st_size for file in files if file.exists())
+
+
+def varied_text(index: int) -> str:
+    # 200 B to 3.2 KB: rows that share a page, rows alone on one, rows that overflow it.
+    return "x" * (200 + index * 37 % 3_000)
+
+
+async def test_a_file_stores_disk_footprint_stays_within_its_cap_wal_included(stores, tmp_path: Path) -> None:
+    path = tmp_path / "responses.db"
+    cap = 1024 * 1024
+    store = open_store(stores, str(path), max_count=100_000, max_bytes=cap)
+    largest = 0
+    for index in range(2_000):
+        text = varied_text(index)
+        await store.put(response(f"resp_{index}", text), [{"role": "user", "content": text}], owner=ME)
+        largest = max(largest, footprint(path))  # between calls, never only at the end
+    assert largest <= cap + FOOTPRINT_MARGIN  # the acceptance line was cap + 1 MB
+    count, _ = await store.stats()
+    assert count > 150  # the bound evicts what it must, not everything
+    assert await store.get("resp_1999", owner=ME) is not None
+    assert auto_vacuum(path) == "full"  # made so from the start: no rebuild on the next open
+
+
+def auto_vacuum(path: Path) -> str:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return ("none", "full", "incremental")[db.execute("PRAGMA auto_vacuum").fetchone()[0]]
+
+
+async def test_a_large_database_from_before_the_footprint_bound_shrinks_to_it_on_open(stores, tmp_path: Path) -> None:
+    path = tmp_path / "responses.db"
+    with sqlite3.connect(path) as db:  # as earlier versions wrote it: no auto_vacuum, WAL
+        db.execute("PRAGMA journal_mode=WAL")
+        db.executescript(_OLD_SCHEMA)
+        for index in range(1_500):
+            text = json.dumps(response(f"r{index}", varied_text(index)))
+            db.execute("INSERT INTO responses VALUES (?, ?, ?, ?, ?)", (f"r{index}", index, len(text), text, "[]"))
+    db.close()
+    assert footprint(path) > 3 * 1024 * 1024
+    cap = 1024 * 1024
+    store = open_store(stores, str(path), max_count=100_000, max_bytes=cap)
+    assert footprint(path) <= cap + FOOTPRINT_MARGIN
+    assert auto_vacuum(path) == "full"
+    assert await store.get("r1499", owner=OPEN_OWNER) is not None and await store.get("r0", owner=OPEN_OWNER) is None
 
 
 def test_none_is_a_disabled_store(stores) -> None:
