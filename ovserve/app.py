@@ -15,6 +15,11 @@ from ovserve.api.drain import Drain
 from ovserve.api.responses import add_response_routes
 from ovserve.api.routes import add_routes, request_dialect
 from ovserve.config import ServerSettings
+from ovserve.core.chat import ChatGeneration
+from ovserve.core.completion import CompletionGeneration
+from ovserve.dialects.openai.chat.adapter import ChatEndpoint
+from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.errors import (
     MethodNotAllowedError,
     NotFoundError,
@@ -25,11 +30,8 @@ from ovserve.errors import (
 from ovserve.loop_lag import LoopLagMonitor
 from ovserve.media import MediaResolver
 from ovserve.metrics import ServerMetrics
-from ovserve.service.chat import ChatService
-from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry, ServedModel
 from ovserve.service.response_store import ResponseStore
-from ovserve.service.responses import ResponsesService
 from ovserve.service.retrieval import RetrievalService
 
 log = logging.getLogger(__name__)
@@ -115,15 +117,16 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.MODELS] = models
     app[keys.API_KEYS] = api_keys
     app[keys.DRAIN] = drain
-    app[keys.CHAT] = ChatService(models, app[keys.MEDIA])
-    app[keys.COMPLETIONS] = CompletionService(models)
+    chat = ChatGeneration(models, app[keys.MEDIA])
+    app[keys.CHAT] = ChatEndpoint(chat)
+    app[keys.COMPLETIONS] = CompletionEndpoint(CompletionGeneration(models))
     app[keys.RETRIEVAL] = RetrievalService(models)
     store = ResponseStore(
         settings.responses_store,
         max_count=settings.responses_store_max_count,
         max_bytes=int(settings.responses_store_max_mb * 1024 * 1024),
     )
-    app[keys.RESPONSES] = ResponsesService(app[keys.CHAT], store)
+    app[keys.RESPONSES] = ResponsesEndpoint(chat, store)
     app[keys.LOOP_LAG] = LoopLagMonitor()
     app[keys.METRICS] = ServerMetrics()
     app[keys.METRICS].watch(models, app[keys.LOOP_LAG], store)

@@ -69,7 +69,9 @@ class ChatTemplate:
         *,
         tools: list[dict[str, Any]] | None = None,
         template_kwargs: dict[str, Any] | None = None,
+        param: str = "messages",
     ) -> str:
+        """The prompt of ``messages``; a template that refuses them is a 400 naming ``param``."""
         extra = dict(template_kwargs or {})
         clashing = sorted(RESERVED_TEMPLATE_VARIABLES & extra.keys())
         if clashing:
@@ -87,10 +89,6 @@ class ChatTemplate:
                 eos_token=self._eos,
             )
         except TemplateError as exc:
-            raise BadRequestError(
-                f"the model's chat template rejected the conversation: {exc}", param="messages"
-            ) from exc
+            raise BadRequestError(f"the model's chat template rejected the conversation: {exc}", param=param) from exc
         except (jinja2.TemplateError, TypeError, ValueError, KeyError, AttributeError) as exc:
-            raise BadRequestError(
-                f"the model's chat template failed on this conversation: {exc}", param="messages"
-            ) from exc
+            raise BadRequestError(f"the model's chat template failed on this conversation: {exc}", param=param) from exc

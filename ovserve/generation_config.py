@@ -19,8 +19,8 @@ from ovserve.engine.messages import GenerationParams
 from ovserve.engine.spec import PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
 
-if TYPE_CHECKING:  # the engine process unpickles GenerationParams: it need not load the API models
-    from ovserve.protocol import SamplingRequest
+if TYPE_CHECKING:  # the engine process unpickles GenerationParams: it need not load the core
+    from ovserve.core.conversation import Sampling
 
 log = logging.getLogger(__name__)
 
@@ -97,22 +97,22 @@ class ModelDefaults:
 
 
 def resolve_max_new_tokens(
-    requested: int | None,
+    sampling: Sampling,
     defaults: ModelDefaults,
     *,
     prompt_tokens: int,
     context_length: int,
     max_tokens_limit: int | None,
-    no_default: bool = False,
     prompt_param: str = "messages",
 ) -> int:
     """How many tokens this request may generate.
 
     The engine has no context-length check of its own (a 4096-context model happily generates
     5000 tokens), so the server refuses what cannot fit and caps what was not asked for.
-    ``no_default`` (``max_tokens: null`` sent explicitly) skips the model's ``max_new_tokens``:
-    only the operator's ``max_tokens_limit`` and the context bound the output.
+    ``max_tokens: null`` sent explicitly (``sampling.max_tokens_removed``) skips the model's
+    ``max_new_tokens``: only the operator's ``max_tokens_limit`` and the context bound the output.
     """
+    requested, limit_param = sampling.max_tokens, sampling.max_tokens_param
     if prompt_tokens == 0:
         # The engine cannot start from nothing ("Prompt length cannot be 0").
         raise BadRequestError(f"the {prompt_param} encodes to no tokens", param=prompt_param)
@@ -126,19 +126,19 @@ def resolve_max_new_tokens(
     if requested is not None:
         if max_tokens_limit is not None and requested > max_tokens_limit:
             raise BadRequestError(
-                f"max_tokens ({requested}) exceeds this model's max_tokens_limit ({max_tokens_limit})",
-                param="max_tokens",
+                f"{limit_param} ({requested}) exceeds this model's max_tokens_limit ({max_tokens_limit})",
+                param=limit_param,
             )
         if requested > room:
             raise ContextLengthExceededError(
-                f"the prompt has {prompt_tokens} tokens and max_tokens asks for {requested} more, but the "
+                f"the prompt has {prompt_tokens} tokens and {limit_param} asks for {requested} more, but the "
                 f"model's context length is {context_length}; ask for at most {room}",
-                param="max_tokens",
+                param=limit_param,
             )
         return requested
     # Not sent: OVMS uses max_tokens_limit as the default, then the model's max_new_tokens;
     # otherwise generation runs until EOS, which the context length bounds.
-    model_default = None if no_default else defaults.values.get("max_new_tokens")
+    model_default = None if sampling.max_tokens_removed else defaults.values.get("max_new_tokens")
     for ceiling in (max_tokens_limit, model_default):
         if ceiling is not None:
             return min(int(ceiling), room)
@@ -146,7 +146,7 @@ def resolve_max_new_tokens(
 
 
 def _drafting_params(
-    request: SamplingRequest, defaults: ModelDefaults, kind: PipelineKind
+    request: Sampling, defaults: ModelDefaults, kind: PipelineKind
 ) -> tuple[int | None, float | None, int | None]:
     """num_assistant_tokens / assistant_confidence_threshold / max_ngram_size for ``kind``.
 
@@ -180,11 +180,11 @@ def _drafting_params(
 
 
 def resolve_generation_params(
-    request: SamplingRequest,
+    request: Sampling,
     defaults: ModelDefaults,
     *,
     max_new_tokens: int,
-    best_of_limit: int = 20,
+    best_of_limit: int,
     kind: PipelineKind = PipelineKind.CONTINUOUS_BATCHING,
 ) -> GenerationParams:
     """Resolve each sampling value as request, then generation_config.json, then built-in.
@@ -207,12 +207,6 @@ def resolve_generation_params(
         # Such temperatures sample greedily anyway; as float32 they can reach the engine as 0,
         # which it refuses for sampling.
         temperature = 0.0
-    if kind is PipelineKind.STATEFUL and best_of > 1:
-        # LLMPipeline streams one sequence at a time: one choice per request.
-        name = "n" if request.n > 1 else "best_of"
-        raise BadRequestError(
-            f"this model is served by a stateful (LM) pipeline, which returns one choice: {name} must be 1", param=name
-        )
     # OVMS: best_of > 1 is the beam width; n > 1 at temperature 0 can only come from beams too.
     beam_search = (request.best_of is not None and request.best_of > 1) or (request.n > 1 and temperature == 0)
     if beam_search:
@@ -249,12 +243,12 @@ def resolve_generation_params(
         length_penalty=float(pick("length_penalty", request.length_penalty)),
         ignore_eos=bool(pick("ignore_eos", request.ignore_eos)),
         seed=request.seed,
-        stop=tuple(request.stop_sequences),
-        stop_token_ids=tuple(request.stop_token_ids or ()),
+        stop=request.stop,
+        stop_token_ids=request.stop_token_ids,
         include_stop=include_stop if include_stop is not None else request.stream,
         n=request.n,
         best_of=best_of,
-        logprobs=request.wants_logprobs,
+        logprobs=request.logprobs,
         skip_special_tokens=request.skip_special_tokens,
         num_assistant_tokens=num_assistant_tokens,
         assistant_confidence_threshold=assistant_confidence_threshold,

@@ -54,8 +54,8 @@ from PIL import Image
 
 from ovserve import __version__
 from ovserve.config import ALL_MEDIA_DOMAINS, MediaSettings
+from ovserve.core.conversation import Image as ImageRef
 from ovserve.errors import MediaError, MediaFetchError, MediaNotAllowedError, MediaTooLargeError
-from ovserve.protocol import ChatMessage, ImagePart
 from ovserve.vision import ImageTarget
 
 log = logging.getLogger(__name__)
@@ -169,24 +169,15 @@ class MediaResolver:
 
     # -- policy (no I/O) ------------------------------------------------------------------------
 
-    def plan(self, messages: list[ChatMessage]) -> list[ImageRequest]:
-        """Check every image_url of the conversation against the policy, in prompt order."""
-        planned = []
-        for message_index, message in enumerate(messages):
-            if not isinstance(message.content, list):
-                continue
-            for part_index, part in enumerate(message.content):
-                if isinstance(part, ImagePart):
-                    param = f"messages.{message_index}.content.{part_index}.image_url"
-                    url = part.image_url if isinstance(part.image_url, str) else part.image_url.url
-                    planned.append(ImageRequest(param, self.classify(url, param)))
-                    if len(planned) > self.settings.max_images_per_request:
-                        raise MediaError(
-                            f"at most {self.settings.max_images_per_request} images per request "
-                            "(--max_images_per_request)",
-                            param="messages",
-                        )
-        return planned
+    def plan(self, images: list[ImageRef], *, param: str) -> list[ImageRequest]:
+        """Check every image of the conversation against the policy, in prompt order (``param``:
+        what too many images names)."""
+        if len(images) > self.settings.max_images_per_request:
+            raise MediaError(
+                f"at most {self.settings.max_images_per_request} images per request (--max_images_per_request)",
+                param=param,
+            )
+        return [ImageRequest(image.origin, self.classify(image.url, image.origin)) for image in images]
 
     def classify(self, url: str, param: str) -> _Source:
         if not url:

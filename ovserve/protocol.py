@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ovserve.core.conversation import Sampling
+
 # OVMS documents "up to 4 sequences" for stop, as OpenAI does.
 MAX_STOP_SEQUENCES = 4
 # OVMS documents the seed range as [0, 4294967295].
@@ -199,8 +201,43 @@ class SamplingRequest(_Lenient):
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
+    @property
+    def output_limit_param(self) -> str:
+        """The field that set the output limit (what an error about it names)."""
+        return "max_tokens"
+
     def unknown_fields(self) -> list[str]:
         return sorted(self.model_extra or {})
+
+    def sampling(self) -> Sampling:
+        """The core's view of these fields (``ovserve.core.conversation``)."""
+        return Sampling(
+            max_tokens=self.output_limit,
+            max_tokens_param=self.output_limit_param,
+            max_tokens_removed=self.output_limit_removed,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            top_k_removed=self.top_k_removed,
+            min_p=self.min_p,
+            repetition_penalty=self.repetition_penalty,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+            length_penalty=self.length_penalty,
+            seed=self.seed,
+            stop=tuple(self.stop_sequences),
+            stop_token_ids=tuple(self.stop_token_ids or ()),
+            ignore_eos=self.ignore_eos,
+            include_stop_str_in_output=self.include_stop_str_in_output,
+            skip_special_tokens=self.skip_special_tokens,
+            n=self.n,
+            best_of=self.best_of,
+            logprobs=self.wants_logprobs,
+            stream=self.stream,
+            num_assistant_tokens=self.num_assistant_tokens,
+            assistant_confidence_threshold=self.assistant_confidence_threshold,
+            max_ngram_size=self.max_ngram_size,
+        )
 
 
 class FunctionDefinition(_Lenient):
@@ -325,6 +362,10 @@ class ChatCompletionRequest(SamplingRequest):
     def output_limit(self) -> int | None:
         """``max_completion_tokens`` is OpenAI's newer name; it wins over ``max_tokens``."""
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    @property
+    def output_limit_param(self) -> str:
+        return "max_completion_tokens" if self.max_completion_tokens is not None else "max_tokens"
 
     @property
     def output_limit_removed(self) -> bool:

@@ -304,6 +304,10 @@ class ResponsesRequest(SamplingRequest):
         return self.max_output_tokens if self.max_output_tokens is not None else self.max_tokens
 
     @property
+    def output_limit_param(self) -> str:
+        return "max_output_tokens" if self.max_output_tokens is not None else "max_tokens"
+
+    @property
     def items(self) -> list[MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem]:
         """``input`` as items: a string is one user message."""
         if isinstance(self.input, str):

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from ovserve.errors import BadRequestError
-from ovserve.protocol import ChatMessage, ImagePart, TextPart
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +184,7 @@ class VisionModel:
             )
         return cls(model_type=model_type, expansion=make(config) if make else None, image_target=target)
 
-    def check_prompt(self, prompt: str, image_count: int) -> None:
+    def check_prompt(self, prompt: str, image_count: int, *, param: str) -> None:
         """Refuse text that would be read as an image placeholder.
 
         openvino_genai treats any ``<ov_genai_image_N>`` (and the model's native image token) in
@@ -200,38 +199,12 @@ class VisionModel:
             # repeats message content, which would misplace the images.
             reserved = "'<ov_genai_image_N>'" + (f" or '{native}'" if native else "")
             raise BadRequestError(
-                f"the prompt's image placeholders do not match the image_url parts: text may not contain "
-                f"the reserved image placeholder {reserved}; send images as image_url parts",
-                param="messages",
+                f"the prompt's image placeholders do not match the images: text may not contain "
+                f"the reserved image placeholder {reserved}; send images as image parts",
+                param=param,
             )
 
     def expand_prompt(self, prompt: str) -> str:
         """The prompt as the language model sees it, for counting tokens (see the module doc)."""
         replacement = self.expansion.text() if self.expansion is not None else ""
         return _IMAGE_TAG_PATTERN.sub(lambda _: replacement, prompt)
-
-
-def insert_image_tags(templated: list[dict[str, Any]], messages: list[ChatMessage]) -> int:
-    """Rewrite the templated messages' content with an image tag where each image part was.
-
-    Tags are numbered across the whole conversation in order, matching the order of the image
-    list sent to the engine. Text parts stay joined by newlines, as for text-only models; a tag
-    sits right next to its neighbours (openvino_genai adds its own separator). Returns the
-    number of images.
-    """
-    count = 0
-    for rendered, message in zip(templated, messages, strict=True):
-        if not message.image_parts():
-            continue
-        pieces: list[str] = []
-        previous_was_text = False
-        for part in message.content or []:
-            if isinstance(part, ImagePart):
-                pieces.append(image_tag(count))
-                count += 1
-                previous_was_text = False
-            elif isinstance(part, TextPart):
-                pieces.append(("\n" if previous_was_text else "") + part.text)
-                previous_was_text = True
-        rendered["content"] = "".join(pieces)
-    return count

@@ -10,25 +10,25 @@ from ovserve.api import auth
 from ovserve.api.auth import ApiKeys
 from ovserve.api.drain import Drain
 from ovserve.config import ServerSettings
+from ovserve.dialects.openai.chat.adapter import ChatEndpoint
+from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.loop_lag import LoopLagMonitor
 from ovserve.media import MediaResolver
 from ovserve.metrics import ServerMetrics
-from ovserve.service.chat import ChatService
-from ovserve.service.completions import CompletionService
 from ovserve.service.models import ModelRegistry
-from ovserve.service.responses import ResponsesService
 from ovserve.service.retrieval import RetrievalService
 
 SETTINGS = web.AppKey("settings", ServerSettings)
 MODELS = web.AppKey("models", ModelRegistry)
-CHAT = web.AppKey("chat", ChatService)
-COMPLETIONS = web.AppKey("completions", CompletionService)
+CHAT = web.AppKey("chat", ChatEndpoint)
+COMPLETIONS = web.AppKey("completions", CompletionEndpoint)
 # Embeddings, rerank, tokenize and detokenize.
 RETRIEVAL = web.AppKey("retrieval", RetrievalService)
-# The Responses API over the chat service, with its conversation store.
-RESPONSES = web.AppKey("responses", ResponsesService)
+# The Responses API, with its conversation store.
+RESPONSES = web.AppKey("responses", ResponsesEndpoint)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
-# One task per served model, loading its engine; the CLI stops the server if one fails.
+# One task per served model: its engine's first successful start (retried until it works).
 ENGINE_LOADS = web.AppKey("engine_loads", list[asyncio.Task[None]])
 # Image-URL policy, downloads and decoding; its HTTP session lives as long as the app.
 MEDIA = web.AppKey("media", MediaResolver)

@@ -10,7 +10,7 @@ goes through the chat field policy (``ovserve.api.field_policy``), so other serv
 names are mapped, refused or ignored exactly as on ``/v3/chat/completions``. A validation error's
 ``param`` is the JSON path of the offending value (``input.2.content.0.image_url``).
 
-Ownership: stored responses belong to the API key that created them (:func:`owner`); another
+Ownership: stored responses belong to the API key that created them (``routes.caller_of``); another
 key's ``GET``, ``DELETE`` or ``previous_response_id`` gets the same 404 as an unknown id.
 """
 
@@ -24,13 +24,12 @@ from pydantic import ValidationError
 
 from ovserve.api import keys
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
-from ovserve.api.routes import TYPE_TAG, generate, json_response
+from ovserve.api.routes import TYPE_TAG, caller_of, generate, json_response
 from ovserve.api.sse import NamedEventWriter
+from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.errors import BadRequestError, UnsupportedParameterError
 from ovserve.protocol import ChatCompletionRequest
 from ovserve.protocol_responses import ResponsesRequest, builtin_tool_refusal, is_tag
-from ovserve.service.response_store import OPEN_OWNER
-from ovserve.service.responses import ResponsesJob
 
 log = logging.getLogger(__name__)
 
@@ -114,37 +113,22 @@ def validation_error(exc: ValidationError) -> BadRequestError:
     return BadRequestError(f"{location}: {message}" if location else message, param=location or None)
 
 
-def owner(request: web.Request) -> str:
-    """Whose stored responses this request may create, read, continue and delete: the digest of
-    the API key it presented, or the open owner on a server without keys. A request the auth
-    middleware did not let through has no caller: KeyError (a 500), never someone else's rows."""
-    caller = request[keys.CALLER]
-    return OPEN_OWNER if caller is None else caller
-
-
 async def create_response(request: web.Request) -> web.StreamResponse:
-    service = request.app[keys.RESPONSES]
-    caller = owner(request)
-
     def parse(payload: dict[str, Any]) -> ResponsesRequest:
         return parse_responses_request(request, payload)
 
-    async def prepare(parsed: ResponsesRequest) -> ResponsesJob:
-        return await service.prepare(parsed, owner=caller)
-
-    return await generate(
-        request, ENDPOINT, parse, service, writer=NamedEventWriter, failure=service.failed_event, prepare=prepare
-    )
+    endpoint: ResponsesEndpoint = request.app[keys.RESPONSES]
+    return await generate(request, ENDPOINT, parse, endpoint, writer=NamedEventWriter)
 
 
 async def get_response(request: web.Request) -> web.Response:
-    service = request.app[keys.RESPONSES]
-    return json_response(await service.retrieve(request.match_info["response_id"], owner=owner(request)))
+    endpoint = request.app[keys.RESPONSES]
+    return json_response(await endpoint.retrieve(request.match_info["response_id"], owner=caller_of(request)))
 
 
 async def delete_response(request: web.Request) -> web.Response:
-    service = request.app[keys.RESPONSES]
-    return json_response(await service.delete(request.match_info["response_id"], owner=owner(request)))
+    endpoint = request.app[keys.RESPONSES]
+    return json_response(await endpoint.delete(request.match_info["response_id"], owner=caller_of(request)))
 
 
 def add_response_routes(app: web.Application) -> None:

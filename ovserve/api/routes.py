@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -19,6 +19,10 @@ from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_p
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.openapi import openapi_json
 from ovserve.api.sse import SSEWriter, dumps
+from ovserve.core.job import Job
+from ovserve.dialects.openai.chat.adapter import ChatEndpoint
+from ovserve.dialects.openai.common import Body as BodyModel
+from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.engine.client import EngineState
 from ovserve.errors import (
     AZURE,
@@ -38,7 +42,7 @@ from ovserve.protocol import (
     SamplingRequest,
     TokenizeRequest,
 )
-from ovserve.service.response import Job
+from ovserve.service.response_store import OPEN_OWNER
 
 log = logging.getLogger(__name__)
 
@@ -135,64 +139,84 @@ def parse_request(
     return parsed
 
 
+class Call(Protocol):
+    """One request prepared by a dialect: its core job, and whether it streams."""
+
+    @property
+    def job(self) -> Job: ...
+
+    @property
+    def streaming(self) -> bool: ...
+
+
+# What a dialect's adapter answers with: a response model, or (Responses, for now) its JSON object.
+Answer = BodyModel | dict[str, Any]
+CallT = TypeVar("CallT", bound=Call)
+ParsedT = TypeVar("ParsedT", contravariant=True)
+
+
+class GenerationEndpoint(Protocol[ParsedT, CallT]):
+    """A dialect's adapter, as :func:`generate` drives it (``ovserve.dialects``)."""
+
+    async def prepare(self, request: ParsedT, caller: str, /) -> CallT:
+        """The call for a validated request; every 4xx/503 is raised here, before any engine work."""
+
+    async def complete(self, call: CallT, /) -> Answer:
+        """The unary answer."""
+
+    def stream(self, call: CallT, /) -> AsyncIterator[Answer]:
+        """The stream's events, in order."""
+
+    def failure_event(self, call: CallT, error: OvserveError, /) -> Answer:
+        """The last event of a stream that failed after its first byte."""
+
+
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, Endpoint.CHAT, ChatCompletionRequest, request.app[keys.CHAT])
+    def parse(payload: dict[str, Any]) -> ChatCompletionRequest:
+        return parse_request(request, payload, Endpoint.CHAT, ChatCompletionRequest)
+
+    endpoint: ChatEndpoint = request.app[keys.CHAT]
+    return await generate(request, Endpoint.CHAT.value, parse, endpoint)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, Endpoint.COMPLETIONS, CompletionRequest, request.app[keys.COMPLETIONS])
+    def parse(payload: dict[str, Any]) -> CompletionRequest:
+        return parse_request(request, payload, Endpoint.COMPLETIONS, CompletionRequest)
 
-
-async def _generate(
-    request: web.Request, endpoint: Endpoint, request_model: type[RequestModel], service: Any
-) -> web.StreamResponse:
-    def parse(payload: dict[str, Any]) -> SamplingRequest:
-        return parse_request(request, payload, endpoint, request_model)
-
-    return await generate(request, endpoint.value, parse, service)
-
-
-# What a stream that fails after its first byte sends last: the job, the error -> an event payload.
-FailureEvent = Callable[[Any, OvserveError], dict[str, Any]]
-
-
-def _error_event(job: Any, error: OvserveError) -> dict[str, Any]:
-    return error.body()
+    endpoint: CompletionEndpoint = request.app[keys.COMPLETIONS]
+    return await generate(request, Endpoint.COMPLETIONS.value, parse, endpoint)
 
 
 async def generate(
     request: web.Request,
-    endpoint: str,
+    endpoint_name: str,
     parse: Callable[[dict[str, Any]], SamplingRequest],
-    service: Any,
+    endpoint: GenerationEndpoint[Any, CallT],
     *,
     writer: type[SSEWriter] = SSEWriter,
-    failure: FailureEvent = _error_event,
-    prepare: Callable[[Any], Awaitable[Any]] | None = None,
 ) -> web.StreamResponse:
     """Validate, prepare, admit (429 when the model's queue is full), then answer within
     ``--request_timeout``; every request is counted once in ``/metrics`` with its outcome.
 
-    ``service`` is the endpoint's ChatService, CompletionService or ResponsesService (same shape,
-    own job type); ``writer`` and ``failure`` are how its stream is written and how it fails;
-    ``prepare``, when given, replaces ``service.prepare`` (to bind per-request context, such as
-    the Responses API's owner).
+    ``parse`` validates the body into the dialect's request model; ``endpoint`` is the dialect's
+    adapter; ``writer`` is how its stream is framed.
     """
     settings = request.app[keys.SETTINGS]
-    recorder = request.app[keys.METRICS].recorder(endpoint)
+    recorder = request.app[keys.METRICS].recorder(endpoint_name)
     timeout = settings.request_timeout
     deadline = asyncio.get_running_loop().time() + timeout if timeout is not None else None
-    job = None
+    call: CallT | None = None
     try:
         parsed = parse(await read_json_object(request))
-        job = await (prepare or service.prepare)(parsed)
+        call = await endpoint.prepare(parsed, caller_of(request))
+        job = call.job
         recorder.model = job.model.name
         job.admit(recorder)
-        if parsed.stream:
-            return await _stream(request, service.stream(job), job, recorder, deadline, writer(request), failure)
+        if call.streaming:
+            return await _stream(request, endpoint, call, recorder, deadline, writer(request))
         try:
             async with asyncio.timeout_at(deadline):
-                body = await service.complete(job)
+                body = await endpoint.complete(call)
         except TimeoutError:
             raise _deadline_error(timeout) from None
         recorder.finished(job.outcome, 200)
@@ -205,8 +229,16 @@ async def generate(
         recorder.finished("disconnected", 499)
         raise
     finally:
-        if job is not None:
-            job.release()
+        if call is not None:
+            call.job.release()
+
+
+def caller_of(request: web.Request) -> str:
+    """Whose stored state this request may create, read, continue and delete: the digest of the API
+    key it presented, or the open owner on a server without keys. A request the auth middleware
+    did not let through has no caller: KeyError (a 500), never someone else's rows."""
+    caller = request[keys.CALLER]
+    return OPEN_OWNER if caller is None else caller
 
 
 def _deadline_error(timeout: float | None) -> DeadlineExceededError:
@@ -215,24 +247,24 @@ def _deadline_error(timeout: float | None) -> DeadlineExceededError:
 
 async def _stream(
     request: web.Request,
-    chunks: AsyncGenerator[dict[str, Any], None],
-    job: Job[Any],
+    endpoint: GenerationEndpoint[Any, CallT],
+    call: CallT,
     recorder: RequestRecorder,
     deadline: float | None,
     writer: SSEWriter,
-    failure: FailureEvent,
 ) -> web.StreamResponse:
     outcome = "disconnected"  # unless the stream ends, or fails, below
+    job = call.job
     # aclosing: however the loop ends, the generator's cleanup (cancelling the engine request)
     # runs now, not whenever the abandoned generator is garbage-collected.
-    async with contextlib.aclosing(chunks):
+    async with contextlib.aclosing(endpoint.stream(call)) as events:  # type: ignore[type-var]
         try:
             await writer.open()
             try:
                 try:
                     async with asyncio.timeout_at(deadline):
-                        async for chunk in chunks:
-                            await writer.send(chunk)
+                        async for event in events:
+                            await writer.send(event)
                 except TimeoutError:
                     raise _deadline_error(request.app[keys.SETTINGS].request_timeout) from None
                 outcome = job.outcome
@@ -240,7 +272,7 @@ async def _stream(
                 # Headers are gone: the failure travels as an error event, then the stream ends normally.
                 log.warning("stream %s failed: %s", job.id, exc.message)
                 outcome = exc.error_type
-                await writer.send(failure(job, exc))
+                await writer.send(endpoint.failure_event(call, exc))
             await writer.done()
         except ConnectionResetError:
             # A write found the connection gone before aiohttp cancelled this handler. An

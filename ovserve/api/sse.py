@@ -12,6 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
+from ovserve.dialects.openai.common import Body
+
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-cache",
@@ -22,6 +24,9 @@ SSE_HEADERS = {
 
 
 def dumps(payload: Any) -> str:
+    """A JSON body: a response model's own encoding, or compact JSON of plain data."""
+    if isinstance(payload, Body):
+        return payload.encode()
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -43,7 +48,8 @@ class SSEWriter:
 
 class NamedEventWriter(SSEWriter):
     async def send(self, payload: Any) -> None:
-        await self.response.write(f"event: {payload['type']}\ndata: {dumps(payload)}\n\n".encode())
+        kind = payload["type"] if isinstance(payload, dict) else payload.type
+        await self.response.write(f"event: {kind}\ndata: {dumps(payload)}\n\n".encode())
 
     async def done(self) -> None:
         await self.response.write_eof()

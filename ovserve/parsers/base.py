@@ -70,6 +70,9 @@ class ToolCallFormat:
     start_of_output_only: tuple[str, ...] = ()
     # Keep the start marker in the payload (Llama 3's "{" is part of the JSON).
     marker_in_payload: tuple[str, ...] = ()
+    # The text before and after one ``{"name", "arguments"}`` call, for formats whose calls a
+    # grammar can force (ovserve.service.guided); None: tool_choice cannot force a call.
+    json_call_wrap: tuple[str, str] | None = None
 
 
 @dataclass

@@ -9,4 +9,10 @@ def decode(payload: str) -> list[ToolCall]:
     return [call_from_object(decode_json(payload))]
 
 
-FORMAT = ToolCallFormat(name="hermes3", starts=("<tool_call>",), end="</tool_call>", decode=decode)
+FORMAT = ToolCallFormat(
+    name="hermes3",
+    starts=("<tool_call>",),
+    end="</tool_call>",
+    decode=decode,
+    json_call_wrap=("<tool_call>\n", "\n</tool_call>"),
+)

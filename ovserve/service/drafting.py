@@ -8,10 +8,9 @@ draft tokens: accepted = generated - steps. Drafted = steps x num_assistant_toke
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from ovserve.engine.messages import SequenceOutput
 from ovserve.engine.spec import PipelineKind
@@ -44,32 +43,41 @@ class DraftingStats:
         return accepted, drafted
 
 
-async def record_drafting(
-    outputs: AsyncIterator[SequenceOutput],
-    params: GenerationParams,
-    stats: DraftingStats,
-    *,
-    model: str,
-    kind: PipelineKind,
-) -> AsyncGenerator[SequenceOutput, None]:
-    """``outputs`` unchanged, with the request's acceptance added to ``stats`` at its finish.
+class DraftingCounter:
+    """One request's acceptance, added to its model's :class:`DraftingStats` at its finish.
 
     Only single-sequence requests count (each output of choice 0 is one main-model step).
-    Closing this generator closes ``outputs`` (which cancels the engine request).
     """
-    generated = steps = 0
-    async with contextlib.aclosing(outputs):  # type: ignore[type-var]
-        async for output in outputs:
-            if output.index == 0:
-                if output.token_count:
-                    generated += output.token_count
-                    steps += 1
-                if output.finish_reason is not None and steps and params.n == 1 and not params.beam_search:
-                    # Recorded here: consumers may stop iterating at the finish, before the end.
-                    accepted, drafted = stats.record(generated, steps, params.num_assistant_tokens)
-                    log.info(
-                        "request %d on %r (%s): %d tokens in %d steps, %d draft tokens accepted%s",
-                        output.request_id, model, kind.value, generated, steps, accepted,
-                        f" of {drafted} drafted" if drafted else "",
-                    )  # fmt: skip
-            yield output
+
+    def __init__(self, model: _DraftingModel, params: GenerationParams) -> None:
+        self._model = model
+        self._params = params
+        self._generated = 0
+        self._steps = 0
+
+    def observe(self, output: SequenceOutput) -> None:
+        if output.index != 0:
+            return
+        if output.token_count:
+            self._generated += output.token_count
+            self._steps += 1
+        params = self._params
+        if output.finish_reason is None or not self._steps or params.n != 1 or params.beam_search:
+            return
+        accepted, drafted = self._model.drafting.record(self._generated, self._steps, params.num_assistant_tokens)
+        log.info(
+            "request %d on %r (%s): %d tokens in %d steps, %d draft tokens accepted%s",
+            output.request_id, self._model.name, self._model.kind.value, self._generated, self._steps, accepted,
+            f" of {drafted} drafted" if drafted else "",
+        )  # fmt: skip
+
+
+class _DraftingModel(Protocol):
+    """What the counter reads of a served model."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> PipelineKind: ...
+    @property
+    def drafting(self) -> DraftingStats: ...

@@ -25,16 +25,16 @@ from typing import Any
 
 from outlines_core.json_schema import build_regex_from_schema
 
+from ovserve.core.conversation import (
+    ConstFormat,
+    JsonObjectFormat,
+    JsonSchemaFormat,
+    OutputFormat,
+    RegexFormat,
+    Tool,
+)
 from ovserve.errors import BadRequestError
 from ovserve.parsers.base import ToolCallFormat
-from ovserve.protocol import (
-    ConstStringFormat,
-    JSONObjectFormat,
-    JSONSchemaFormat,
-    RegexFormat,
-    ResponseFormat,
-    ToolDefinition,
-)
 
 # Engine grammar spec carried in GenerationParams.structured_output (plain data: it is pickled
 # to the engine process): {"regex": ...} for the whole output, or {"trigger", "begin", "regex",
@@ -230,61 +230,63 @@ def _same_width(low: str, high: str) -> str:
     return "|".join(parts)
 
 
-def response_format_grammar(response_format: ResponseFormat | None) -> GrammarSpec | None:
-    """OpenAI's ``text`` / ``json_object`` / ``json_schema``, plus OVMS's ``regex`` and ``const_string``.
+def response_format_grammar(output_format: OutputFormat | None) -> GrammarSpec | None:
+    """OpenAI's ``json_object`` / ``json_schema``, plus OVMS's ``regex`` and ``const_string``.
 
     The request model has validated the shapes (a regex compiles); only the JSON schema is
     checked here, as it is compiled.
     """
-    match response_format:
-        case JSONObjectFormat():
-            return {"regex": schema_regex({"type": "object"}, param="response_format")}
-        case JSONSchemaFormat(json_schema=spec):
-            return {"regex": schema_regex(spec.schema_, param="response_format.json_schema.schema")}
+    match output_format:
+        case JsonObjectFormat(origin=origin):
+            return {"regex": schema_regex({"type": "object"}, param=origin)}
+        case JsonSchemaFormat(schema=schema, schema_origin=origin):
+            return {"regex": schema_regex(schema, param=origin)}
         case RegexFormat(pattern=pattern):
             return {"regex": pattern}
-        case ConstStringFormat(value=value):
+        case ConstFormat(value=value):
             return {"regex": re.escape(value)}
-    return None  # text, or no response_format
+    return None  # free text
 
 
-def tool_call_schema(tool: ToolDefinition) -> dict[str, Any]:
+def tool_call_schema(tool: Tool) -> dict[str, Any]:
     """The JSON a forced call of ``tool`` must be: its name, and arguments under its parameters schema."""
-    parameters = tool.function.parameters or {"type": "object", "properties": {}}
+    parameters = tool.parameters or {"type": "object", "properties": {}}
     return {
         "type": "object",
-        "properties": {"name": {"const": tool.function.name}, "arguments": parameters},
+        "properties": {"name": {"const": tool.name}, "arguments": parameters},
         "required": ["name", "arguments"],
         "additionalProperties": False,
     }
 
 
-def _hermes_only(fmt: ToolCallFormat | None, what: str) -> None:
-    if fmt is None or fmt.name != "hermes3":
+def _call_wrap(fmt: ToolCallFormat | None, what: str, param: str) -> tuple[str, str]:
+    """The text around one JSON call in ``fmt``, for the formats whose calls a grammar can constrain."""
+    if fmt is None or fmt.json_call_wrap is None:
         raise BadRequestError(
             f"{what} needs a model whose tool format ovserve can constrain (hermes3/qwen); "
             f"this model's format is {fmt.name if fmt else 'unknown'}",
-            param="tool_choice",
+            param=param,
         )
+    return fmt.json_call_wrap
 
 
-def _any_call_regex(tools: list[ToolDefinition]) -> str:
-    return "|".join(f"({schema_regex(tool_call_schema(tool), param='tools')})" for tool in tools)
+def _any_call_regex(tools: list[Tool]) -> str:
+    return "|".join(f"({schema_regex(tool_call_schema(tool), param=tool.parameters_origin)})" for tool in tools)
 
 
-def guided_tool_calls_grammar(fmt: ToolCallFormat | None, tools: list[ToolDefinition]) -> GrammarSpec:
+def guided_tool_calls_grammar(fmt: ToolCallFormat | None, tools: list[Tool], *, param: str) -> GrammarSpec:
     """enable_tool_guided_generation with tool_choice auto: free text, but a call the model starts
-    must be a valid call of one of ``tools`` (OVMS's structural tags, triggered by <tool_call>)."""
-    _hermes_only(fmt, "enable_tool_guided_generation")
-    return {
-        "trigger": "<tool_call>",
-        "begin": "<tool_call>\n",
-        "regex": f"({_any_call_regex(tools)})",
-        "end": "\n</tool_call>",
-    }
+    must be a valid call of one of ``tools`` (OVMS's structural tags, triggered by the call marker)."""
+    begin, end = _call_wrap(fmt, "enable_tool_guided_generation", param)
+    return {"trigger": begin.strip(), "begin": begin, "regex": f"({_any_call_regex(tools)})", "end": end}
 
 
-def forced_tool_call_grammar(fmt: ToolCallFormat | None, tools: list[ToolDefinition]) -> GrammarSpec:
+def forced_tool_call_grammar(fmt: ToolCallFormat | None, tools: list[Tool], *, param: str) -> GrammarSpec:
     """A grammar that admits exactly one call of one of ``tools`` in the model's own format."""
-    _hermes_only(fmt, "tool_choice 'required' or a named tool")
-    return {"regex": f"<tool_call>\\n({_any_call_regex(tools)})\\n</tool_call>"}
+    begin, end = _call_wrap(fmt, "tool_choice 'required' or a named tool", param)
+    return {"regex": f"{_literal(begin)}({_any_call_regex(tools)}){_literal(end)}"}
+
+
+def _literal(text: str) -> str:
+    """``text`` as a regex matching itself; a newline is written ``\\n`` (the engine's regex dialect)."""
+    return re.escape(text).replace("\\\n", "\\n")

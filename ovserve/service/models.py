@@ -8,7 +8,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,14 +16,13 @@ from typing import Any
 from ovserve.chat_template import ChatTemplate
 from ovserve.config import ModelSettings, read_context_length
 from ovserve.engine.client import EngineClient
-from ovserve.engine.messages import EnginePrompt, SequenceOutput
 from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNotFoundError
-from ovserve.generation_config import GenerationParams, ModelDefaults
+from ovserve.generation_config import ModelDefaults
 from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 from ovserve.service.admission import Admission
-from ovserve.service.drafting import DRAFTING_KINDS, DraftingStats, record_drafting
+from ovserve.service.drafting import DraftingStats
 from ovserve.service.threads import started_thread
 from ovserve.service.tokenizer import PromptTokenizer
 from ovserve.vision import VisionModel
@@ -174,16 +173,20 @@ class ServedModel:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         template_kwargs: dict[str, Any] | None,
+        param: str = "messages",
     ) -> str:
+        """The prompt of ``messages`` (``param``: what a template's refusal names)."""
         if self.template is None:
-            raise BadRequestError(f"model '{self.name}' has no chat template", param="messages")
-        return self.template.render(messages, tools=tools, template_kwargs=template_kwargs)
+            raise BadRequestError(f"model '{self.name}' has no chat template", param=param)
+        return self.template.render(messages, tools=tools, template_kwargs=template_kwargs, param=param)
 
     async def render_prompt(
         self,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         template_kwargs: dict[str, Any] | None,
+        *,
+        param: str,
     ) -> str:
         """:meth:`render_chat` for a request: a long conversation renders on the template thread.
 
@@ -193,18 +196,11 @@ class ServedModel:
         """
         size = sum(len(message["content"]) for message in messages if isinstance(message.get("content"), str))
         if size < _INLINE_RENDER_CHARS:
-            return self.render_chat(messages, tools, template_kwargs)
+            return self.render_chat(messages, tools, template_kwargs, param)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self.template_thread, functools.partial(self.render_chat, messages, tools, template_kwargs)
+            self.template_thread, functools.partial(self.render_chat, messages, tools, template_kwargs, param)
         )
-
-    def generate(self, prompt: EnginePrompt, params: GenerationParams) -> AsyncIterator[SequenceOutput]:
-        """One engine request's outputs; a drafting pipeline's acceptance is counted on the way."""
-        outputs = self.engine.generate(prompt, params)
-        if self.kind not in DRAFTING_KINDS:
-            return outputs
-        return record_drafting(outputs, params, self.drafting, model=self.name, kind=self.kind)
 
     async def encode_prompt(self, prompt: str, *, add_special_tokens: bool, param: str) -> list[int]:
         """The prompt's ids, refused (400) as soon as it is known not to fit this model."""

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
+# The chat endpoint's own message -> template dict conversion, so that /tokenize's "messages"
+# counts exactly the prompt /chat/completions would send.
+from ovserve.core.chat import template_messages
+from ovserve.dialects.openai.chat.adapter import messages_of
 from ovserve.errors import BadRequestError
 from ovserve.metrics import RequestRecorder
 from ovserve.protocol import DetokenizeRequest, EmbeddingRequest, RerankRequest, TokenizeRequest
-
-# The chat endpoint's own message -> template dict conversion, so that /tokenize's "messages"
-# counts exactly the prompt /chat/completions would send.
-from ovserve.service.chat import _template_message
 from ovserve.service.models import ModelRegistry, ServedModel
 
 
@@ -193,8 +193,8 @@ class RetrievalService:
             model.require_task("text_generation")
             if any(message.image_parts() for message in request.messages):
                 raise BadRequestError("tokenize counts text messages only (no image_url parts)", param="messages")
-            messages = [_template_message(message) for message in request.messages]
-            prompt = await model.render_prompt(messages, None, None)
+            messages = template_messages(messages_of(request.messages))
+            prompt = await model.render_prompt(messages, None, None, param="messages")
             # As /chat/completions encodes a rendered prompt: the template wrote the special tokens.
             ids = await model.tokenizer.encode(prompt, add_special_tokens=False)
         else:

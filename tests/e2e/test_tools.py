@@ -242,7 +242,7 @@ def test_forced_tool_call_arguments_respect_integer_bounds(client: openai.OpenAI
                 ],
                 "tool_choice": "required",
             },
-            "tools",
+            "tools.0.function.parameters",  # the schema of the tool, as for response_format
             "'maxProperties'",
         ),
     ],

@@ -15,6 +15,8 @@ from PIL import Image
 from pydantic import ValidationError
 
 from ovserve.config import MediaSettings
+from ovserve.core.conversation import Image as ImageRef
+from ovserve.dialects.openai.chat.adapter import messages_of
 from ovserve.errors import MediaError, MediaNotAllowedError, MediaTooLargeError
 from ovserve.media import MediaResolver, decode_image
 from ovserve.protocol import ChatMessage
@@ -178,9 +180,10 @@ def test_image_count_per_request_is_capped() -> None:
     media = resolver(max_images_per_request=2)
     part = {"type": "image_url", "image_url": {"url": images.data_url(images.solid(images.RED))}}
     two = ChatMessage.model_validate({"role": "user", "content": [part, part]})
-    assert len(media.plan([two])) == 2
+    assert len(media.plan(images_of([two]), param="messages")) == 2
+    three = [two, ChatMessage.model_validate({"role": "user", "content": [part]})]
     with pytest.raises(MediaError, match="at most 2 images") as caught:
-        media.plan([two, ChatMessage.model_validate({"role": "user", "content": [part]})])
+        media.plan(images_of(three), param="messages")
     assert caught.value.param == "messages"
 
 
@@ -243,6 +246,11 @@ def test_shrunk_transparent_and_animated_images_decode_as_before() -> None:
 # -- the request's pixel budget ------------------------------------------------------------------
 
 
+def images_of(messages: list[ChatMessage]) -> list[ImageRef]:
+    """The images of chat messages, as the chat adapter hands them to the core."""
+    return [image for message in messages_of(messages) for image in message.images]
+
+
 def image_message(*bodies: bytes) -> ChatMessage:
     parts: list[dict[str, object]] = [{"type": "text", "text": "look"}]
     parts += [{"type": "image_url", "image_url": {"url": images.data_url(body)}} for body in bodies]
@@ -256,7 +264,7 @@ def test_pixel_budget_names_the_image_that_crosses_it_and_decodes_nothing() -> N
     message = image_message(*[images.png_header_only(100, 100)] * 4)
 
     async def load() -> list[np.ndarray]:
-        return await media.load(media.plan([message]), ImageTarget())
+        return await media.load(media.plan(images_of([message]), param="messages"), ImageTarget())
 
     with pytest.raises(MediaTooLargeError, match="--max_image_pixels_per_request") as caught:
         asyncio.run(load())
@@ -269,7 +277,7 @@ def test_requests_within_the_pixel_budget_decode_every_image_in_order() -> None:
     message = image_message(images.solid(images.RED), images.solid(images.BLUE))
 
     async def load() -> list[np.ndarray]:
-        return await media.load(media.plan([message]), ImageTarget())
+        return await media.load(media.plan(images_of([message]), param="messages"), ImageTarget())
 
     red, blue = asyncio.run(load())
     assert tuple(red[0, 0]) == images.RED

@@ -9,9 +9,16 @@ import pydantic
 import pytest
 
 from ovserve.api.routes import validation_error
+from ovserve.core.conversation import ConstFormat, OutputFormat, RegexFormat
+from ovserve.dialects.openai.chat.adapter import conversation_of
 from ovserve.errors import BadRequestError
-from ovserve.protocol import ChatCompletionRequest, ConstStringFormat, JSONSchemaFormat, RegexFormat
+from ovserve.protocol import ChatCompletionRequest, JSONSchemaFormat
 from ovserve.service.guided import response_format_grammar
+
+
+def _format(request: ChatCompletionRequest) -> OutputFormat | None:
+    """The output format the chat adapter hands to the core."""
+    return conversation_of(request).output_format
 
 
 def _request(response_format: Any) -> ChatCompletionRequest:
@@ -64,17 +71,17 @@ def test_response_format_shapes_clients_send_are_accepted() -> None:
 
 
 def test_grammars_are_compiled_from_the_typed_formats() -> None:
-    assert response_format_grammar(_request({"type": "text"}).response_format) is None
+    assert response_format_grammar(_format(_request({"type": "text"}))) is None
     assert response_format_grammar(None) is None
-    const = ConstStringFormat(type="const_string", value="a.b")
+    const = ConstFormat("a.b", "response_format")
     assert response_format_grammar(const) == {"regex": re.escape("a.b")}
-    assert response_format_grammar(RegexFormat(type="regex", pattern="[0-9]+")) == {"regex": "[0-9]+"}
-    json_object = response_format_grammar(_request({"type": "json_object"}).response_format)
+    assert response_format_grammar(RegexFormat("[0-9]+", "response_format")) == {"regex": "[0-9]+"}
+    json_object = response_format_grammar(_format(_request({"type": "json_object"})))
     assert json_object is not None and re.fullmatch(json_object["regex"], '{"a":1}')
 
 
 def test_an_uncompilable_schema_names_the_schema() -> None:
     request = _request({"type": "json_schema", "json_schema": {"schema": {"type": "nonsense"}}})
     with pytest.raises(BadRequestError) as caught:
-        response_format_grammar(request.response_format)
+        response_format_grammar(_format(request))
     assert caught.value.param == "response_format.json_schema.schema"

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from ovserve.core.chat import template_messages
+from ovserve.dialects.openai.chat.adapter import messages_of
 from ovserve.errors import BadRequestError
 from ovserve.protocol import ChatMessage
-from ovserve.vision import VISION_ENCODER_FILE, VisionModel, insert_image_tags
+from ovserve.vision import VISION_ENCODER_FILE, VisionModel
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:,"}}
 
@@ -40,8 +42,7 @@ def test_tags_replace_image_parts_in_order_across_messages() -> None:
             {"role": "user", "content": [IMAGE, {"type": "text", "text": "c"}, {"type": "text", "text": "d"}]}
         ),
     ]
-    templated = [{"role": m.role, "content": "\n".join(m.text_parts())} for m in messages]
-    assert insert_image_tags(templated, messages) == 3
+    templated = template_messages(messages_of(messages))
     assert [m["content"] for m in templated] == [
         "Be brief.",
         "a<ov_genai_image_0>b<ov_genai_image_1>",
@@ -88,10 +89,10 @@ def test_reserved_placeholders_are_refused(tmp_path: Path, prompt: str, images: 
     vision = VisionModel.detect(model_dir(tmp_path, LLAVA))
     assert vision is not None
     with pytest.raises(BadRequestError, match="reserved image placeholder"):
-        vision.check_prompt(prompt, images)
+        vision.check_prompt(prompt, images, param="messages")
 
 
 def test_matching_tags_pass(tmp_path: Path) -> None:
     vision = VisionModel.detect(model_dir(tmp_path, LLAVA))
     assert vision is not None
-    vision.check_prompt("<ov_genai_image_0>x<ov_genai_image_1>", 2)
+    vision.check_prompt("<ov_genai_image_0>x<ov_genai_image_1>", 2, param="messages")

@@ -1,0 +1,233 @@
+"""The protocol-neutral input of a chat generation: what every dialect's adapter builds from its
+own validated request model, and all the generation core reads.
+
+A :class:`Conversation` is messages made of typed parts (text, an image reference, a tool call,
+reasoning; a tool result is a ``tool`` message), the tools offered, the tool choice, an output
+format and the sampling fields. Every piece carries its *origin*: the JSON path, in the client's
+own request, of the field it came from (``messages.2.content.1.image_url`` for chat,
+``input.0.content.1`` for Responses). Whatever the core refuses later (an image it may not fetch,
+a prompt too long, a schema it cannot compile) is raised once, with that path as ``param``; no
+dialect translates another dialect's errors.
+
+Contract for adapters: build it from a request that validated, keep parts in the client's order
+(image placeholders are numbered across the conversation in order), and give each piece the path
+a client of that dialect would fix.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    text: str
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image the model should see: a data URL, an http(s) URL or a local path (the media
+    policy decides whether it may be read)."""
+
+    url: str
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call the assistant made earlier in the conversation; ``arguments`` is JSON text."""
+
+    id: str | None
+    name: str
+    arguments: str
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """Reasoning the assistant wrote earlier (the template may show it, or drop it)."""
+
+    text: str
+    origin: str
+
+
+Part = Text | Image | ToolCall | Reasoning
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(slots=True)
+class Message:
+    role: Role
+    content_origin: str  # the message's content (messages.N.content; instructions; ...)
+    parts: list[Part] = field(default_factory=list)
+    name: str | None = None
+    tool_call_id: str | None = None  # a tool message: the call it answers
+
+    @property
+    def images(self) -> list[Image]:
+        return [part for part in self.parts if isinstance(part, Image)]
+
+    @property
+    def texts(self) -> list[str]:
+        return [part.text for part in self.parts if isinstance(part, Text)]
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [part for part in self.parts if isinstance(part, ToolCall)]
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(part.text for part in self.parts if isinstance(part, Reasoning))
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A function the model may call."""
+
+    name: str
+    origin: str  # the tool's path (tools.N)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+    parameters_origin: str = ""  # where its parameter schema sits (tools.N.function.parameters)
+
+    def template_object(self) -> dict[str, Any]:
+        """The OpenAI chat shape chat templates expect (``tools`` of the HF template)."""
+        function: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+            "strict": self.strict,
+        }
+        return {"type": "function", "function": {key: value for key, value in function.items() if value is not None}}
+
+
+@dataclass(frozen=True, slots=True)
+class ForcedTool:
+    """``tool_choice`` naming one function."""
+
+    name: str
+
+
+ToolChoice = Literal["none", "auto", "required"] | ForcedTool
+
+
+@dataclass(frozen=True, slots=True)
+class JsonSchemaFormat:
+    schema: dict[str, Any]
+    origin: str  # the format (response_format / text.format)
+    schema_origin: str  # the schema itself
+
+
+@dataclass(frozen=True, slots=True)
+class JsonObjectFormat:
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class RegexFormat:
+    pattern: str
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConstFormat:
+    value: str
+    origin: str
+
+
+OutputFormat = JsonSchemaFormat | JsonObjectFormat | RegexFormat | ConstFormat
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sampling:
+    """The sampling fields of a request, ``None`` where not sent (the model's
+    generation_config.json, then built-in defaults fill them: ``ovserve.generation_config``)."""
+
+    max_tokens: int | None = None
+    max_tokens_param: str = "max_tokens"  # the field the client set it with
+    max_tokens_removed: bool = False  # sent as null: no limit but the context
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    top_k_removed: bool = False  # sent as null: no top-k filter
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    length_penalty: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool | None = None
+    include_stop_str_in_output: bool | None = None
+    skip_special_tokens: bool = True
+    n: int = 1
+    best_of: int | None = None
+    logprobs: bool = False
+    stream: bool = False
+    num_assistant_tokens: int | None = None
+    assistant_confidence_threshold: float | None = None
+    max_ngram_size: int | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class Conversation:
+    """One chat generation's input, in no dialect's shape."""
+
+    model: str
+    messages: list[Message]
+    sampling: Sampling
+    prompt_origin: str  # what a prompt-level complaint names (messages / input)
+    tools: list[Tool] = field(default_factory=list)
+    tool_choice: ToolChoice = "auto"
+    tool_choice_origin: str = "tool_choice"
+    parallel_tool_calls: bool = True
+    output_format: OutputFormat | None = None
+    template_kwargs: dict[str, Any] | None = None
+
+    @property
+    def forces_tool_call(self) -> bool:
+        return self.tool_choice == "required" or isinstance(self.tool_choice, ForcedTool)
+
+    def offered_tools(self) -> list[Tool]:
+        """The tools the model is offered: none for tool_choice none, only the named one if named."""
+        if self.tool_choice == "none":
+            return []
+        if isinstance(self.tool_choice, ForcedTool):
+            return [tool for tool in self.tools if tool.name == self.tool_choice.name]
+        return list(self.tools)
+
+    @property
+    def images(self) -> list[Image]:
+        return [image for message in self.messages for image in message.images]
+
+
+def template_message(message: Message, content: str | None) -> dict[str, Any]:
+    """``message`` as HF chat templates read it (``content`` given: images become placeholders
+    upstream). Tool-call arguments become a mapping: templates apply ``tojson`` themselves."""
+    rendered: dict[str, Any] = {"role": message.role, "content": content}
+    if message.name is not None:
+        rendered["name"] = message.name
+    if message.tool_call_id is not None:
+        rendered["tool_call_id"] = message.tool_call_id
+    reasoning = message.reasoning
+    if reasoning:
+        rendered["reasoning_content"] = reasoning
+    calls = message.tool_calls
+    if calls:
+        rendered["tool_calls"] = [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": _arguments(call)}}
+            for call in calls
+        ]
+    return rendered
+
+
+def _arguments(call: ToolCall) -> Any:
+    try:
+        return json.loads(call.arguments)
+    except ValueError:
+        return call.arguments

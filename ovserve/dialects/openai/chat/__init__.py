@@ -1,0 +1,1 @@
+"""OpenAI chat completions: ``POST /v3/chat/completions``."""

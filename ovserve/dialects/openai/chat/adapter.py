@@ -1,0 +1,243 @@
+"""Chat completions onto the core: a validated :class:`ChatCompletionRequest` becomes a
+:class:`~ovserve.core.conversation.Conversation`; the core's steps become ``chat.completion``
+objects and ``chat.completion.chunk`` streams (:mod:`.response`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, Iterator
+from dataclasses import dataclass
+
+from ovserve.core.chat import ChatGeneration, ChatJob
+from ovserve.core.conversation import (
+    ConstFormat,
+    Conversation,
+    ForcedTool,
+    Image,
+    JsonObjectFormat,
+    JsonSchemaFormat,
+    Message,
+    OutputFormat,
+    Part,
+    RegexFormat,
+    Text,
+    Tool,
+    ToolCall,
+    ToolChoice,
+)
+from ovserve.core.job import Delta, Logprob
+from ovserve.dialects.openai.chat import response as body
+from ovserve.dialects.openai.common import ErrorBody, Usage
+from ovserve.errors import OvserveError
+from ovserve.parsers.base import ToolCall as ParsedToolCall
+from ovserve.protocol import (
+    ChatCompletionRequest,
+    ChatMessage,
+    ConstStringFormat,
+    ImagePart,
+    JSONObjectFormat,
+    JSONSchemaFormat,
+    NamedToolChoice,
+    TextPart,
+)
+from ovserve.protocol import (
+    RegexFormat as RegexRequestFormat,
+)
+
+
+def conversation_of(request: ChatCompletionRequest) -> Conversation:
+    return Conversation(
+        model=request.model,
+        messages=messages_of(request.messages),
+        sampling=request.sampling(),
+        prompt_origin="messages",
+        tools=[
+            Tool(
+                name=tool.function.name,
+                origin=f"tools.{position}",
+                description=tool.function.description,
+                parameters=tool.function.parameters,
+                strict=tool.function.strict,
+                parameters_origin=f"tools.{position}.function.parameters",
+            )
+            for position, tool in enumerate(request.tools or [])
+        ],
+        tool_choice=_tool_choice(request),
+        parallel_tool_calls=request.parallel_tool_calls,
+        output_format=_output_format(request),
+        template_kwargs=request.chat_template_kwargs,
+    )
+
+
+def messages_of(messages: list[ChatMessage]) -> list[Message]:
+    """Chat messages as the core's, each part's origin its path under ``messages``."""
+    return [_message(message, f"messages.{position}") for position, message in enumerate(messages)]
+
+
+def _message(message: ChatMessage, origin: str) -> Message:
+    parts: list[Part] = []
+    content = message.content
+    if isinstance(content, str):
+        parts.append(Text(content, f"{origin}.content"))
+    elif content is not None:
+        for position, part in enumerate(content):
+            where = f"{origin}.content.{position}"
+            if isinstance(part, TextPart):
+                parts.append(Text(part.text, where))
+            elif isinstance(part, ImagePart):
+                url = part.image_url if isinstance(part.image_url, str) else part.image_url.url
+                parts.append(Image(url, f"{where}.image_url"))
+    for position, call in enumerate(message.tool_calls or []):
+        where = f"{origin}.tool_calls.{position}"
+        parts.append(ToolCall(call.id, call.function.name, call.function.arguments, where))
+    return Message(
+        role="system" if message.role == "developer" else message.role,
+        content_origin=f"{origin}.content",
+        parts=parts,
+        name=message.name,
+        tool_call_id=message.tool_call_id,
+    )
+
+
+def _tool_choice(request: ChatCompletionRequest) -> ToolChoice:
+    choice = request.tool_choice
+    if isinstance(choice, NamedToolChoice):
+        return ForcedTool(choice.function.name)
+    return choice or "auto"
+
+
+def _output_format(request: ChatCompletionRequest) -> OutputFormat | None:
+    match request.response_format:
+        case JSONObjectFormat():
+            return JsonObjectFormat("response_format")
+        case JSONSchemaFormat(json_schema=spec):
+            return JsonSchemaFormat(spec.schema_, "response_format", "response_format.json_schema.schema")
+        case RegexRequestFormat(pattern=pattern):
+            return RegexFormat(pattern, "response_format")
+        case ConstStringFormat(value=value):
+            return ConstFormat(value, "response_format")
+    return None  # text, or none sent
+
+
+@dataclass(slots=True)
+class ChatCall:
+    """One chat request on its way: the client's request and its core job."""
+
+    request: ChatCompletionRequest
+    job: ChatJob
+
+    @property
+    def streaming(self) -> bool:
+        return self.request.stream
+
+
+class ChatEndpoint:
+    """The chat completions dialect, as the HTTP layer drives it (``ovserve.api.routes.generate``)."""
+
+    def __init__(self, generation: ChatGeneration) -> None:
+        self.generation = generation
+
+    async def prepare(self, request: ChatCompletionRequest, caller: str) -> ChatCall:
+        job = await self.generation.prepare(conversation_of(request))
+        job.include_usage = request.include_usage
+        return ChatCall(request, job)
+
+    async def complete(self, call: ChatCall) -> body.ChatCompletion:
+        job = call.job
+        choices = [
+            body.Choice(
+                index=choice.index,
+                message=_message_body(choice.parsed.content, choice.parsed.reasoning, choice.tool_calls),
+                logprobs=_logprobs(choice.logprobs) if job.params.logprobs else None,
+                finish_reason=choice.finish_reason,
+            )
+            for choice in await job.choices()
+        ]
+        return body.ChatCompletion(
+            id=job.id,
+            object="chat.completion",
+            created=job.created,
+            model=job.model.name,
+            choices=choices,
+            usage=Usage.of(job.usage),
+        )
+
+    async def stream(self, call: ChatCall) -> AsyncGenerator[body.ChatCompletionChunk, None]:
+        job = call.job
+        # aclosing: a disconnect (this generator closed) cancels the engine request at once.
+        async with contextlib.aclosing(job.steps()) as steps:
+            async for delta in steps:
+                for choice in _chunk_choices(delta, logprobs=job.params.logprobs):
+                    yield _chunk(job, [choice])
+        if job.include_usage:
+            yield _chunk(job, [], usage=Usage.of(job.usage))
+
+    def failure_event(self, call: ChatCall, error: OvserveError) -> ErrorBody:
+        return ErrorBody.of(error)
+
+
+def _chunk(job: ChatJob, choices: list[body.ChunkChoice], usage: Usage | None = None) -> body.ChatCompletionChunk:
+    chunk = body.ChatCompletionChunk(
+        id=job.id, object="chat.completion.chunk", created=job.created, model=job.model.name, choices=choices
+    )
+    if job.include_usage:
+        chunk.usage = usage  # OpenAI: null in every chunk but the last
+    return chunk
+
+
+def _chunk_choices(delta: Delta, *, logprobs: bool) -> Iterator[body.ChunkChoice]:
+    """The stream choices of one step: the role (on the choice's first step: OVMS marks the first
+    token with it, clients measure TTFT on it), reasoning, content, each tool call, the finish."""
+    index = delta.choice
+    if delta.first:
+        yield body.ChunkChoice(
+            index=index, delta=body.Delta(role="assistant", content=None), logprobs=None, finish_reason=None
+        )
+    entries = _logprobs(delta.logprobs or []) if logprobs else None
+    for piece in _pieces(delta):
+        yield body.ChunkChoice(index=index, delta=piece, logprobs=entries, finish_reason=None)
+        entries = None  # attached once, to the first piece of this step
+    if delta.finish_reason is not None:
+        yield body.ChunkChoice(index=index, delta=body.Delta(), logprobs=entries, finish_reason=delta.finish_reason)
+    elif entries is not None and entries.content:
+        yield body.ChunkChoice(index=index, delta=body.Delta(), logprobs=entries, finish_reason=None)
+
+
+def _pieces(delta: Delta) -> Iterator[body.Delta]:
+    if delta.reasoning:
+        yield body.Delta(reasoning_content=delta.reasoning)
+    if delta.content:
+        yield body.Delta(content=delta.content)
+    for offset, call in enumerate(delta.tool_calls):
+        index = delta.calls_before + offset
+        # OpenAI's order: id, type and name first, then the arguments (concatenated, the final JSON).
+        function = body.FunctionCallDelta(name=call.name, arguments="")
+        yield body.Delta(tool_calls=[body.ToolCallDelta(index=index, id=call.id, type="function", function=function)])
+        arguments = body.FunctionCallDelta(arguments=call.arguments)
+        yield body.Delta(tool_calls=[body.ToolCallDelta(index=index, function=arguments)])
+
+
+def _message_body(content: str, reasoning: str, calls: list[ParsedToolCall]) -> body.AssistantMessage:
+    message = body.AssistantMessage(role="assistant", content=content, refusal=None)
+    if reasoning:
+        message.reasoning_content = reasoning
+    if calls:
+        # OpenAI: content is null when the answer is only tool calls.
+        message.content = content if content.strip() else None
+        message.tool_calls = [
+            body.ToolCall(
+                id=call.id, type="function", function=body.FunctionCall(name=call.name, arguments=call.arguments)
+            )
+            for call in calls
+        ]
+    return message
+
+
+def _logprobs(entries: list[Logprob]) -> body.ChoiceLogprobs:
+    return body.ChoiceLogprobs(
+        refusal=None,
+        content=[
+            body.TokenLogprob(token=token, logprob=logprob, bytes=list(token.encode("utf-8")), top_logprobs=[])
+            for _, token, logprob in entries
+        ],
+    )

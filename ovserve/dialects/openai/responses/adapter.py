@@ -1,0 +1,464 @@
+"""The Responses API onto the core.
+
+A Responses request becomes a :class:`~ovserve.core.conversation.Conversation` directly
+(:func:`conversation_of`): the stored conversation of ``previous_response_id``, ``instructions``
+and the ``input`` items become messages whose parts carry their Responses JSON path
+(``input.2.content.1.image_url``); function tools, ``tool_choice``, ``text.format`` and the
+sampling fields map one to one. The core prepares the job as for every chat-shaped dialect, and
+its errors already name Responses fields. On the way out, :class:`~.events.OutputBuilder` turns
+the core's steps into output items and, for a stream, OpenAI's events.
+
+Conversation state: a stored response keeps its whole conversation as input items (the previous
+conversation, this input, this output; ``instructions`` are not carried over, as OpenAI
+specifies). Continuing it renders the same messages as a client resending that history itself, so
+the prompt, and with prefix caching the reused KV blocks, are the same.
+
+Ownership: every store call carries the caller's ``owner`` (from the HTTP layer: a digest of the
+API key presented, or :data:`~ovserve.service.response_store.OPEN_OWNER` without keys). ``GET``,
+``DELETE`` and ``previous_response_id`` on another owner's response answer exactly as for an
+unknown id (the same 404, message and param), so a response id tells one key nothing about
+another key's responses.
+
+Store faults (a full or read-only disk, a deleted database file: see
+:mod:`~ovserve.service.response_store`) never cost a generation: a response that could not be
+stored is returned as usual with ``store: false`` (:meth:`ResponsesEndpoint._keep`). What needs a
+stored response now -- ``previous_response_id``, ``GET``, ``DELETE`` -- is a 503 with
+``Retry-After`` (:func:`_store_unavailable`): the server cannot serve that conversation at the
+moment, which is neither the client's fault (400) nor an unknown id (404).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ovserve.core.chat import ChatGeneration, ChatJob
+from ovserve.core.conversation import (
+    ConstFormat,
+    Conversation,
+    ForcedTool,
+    Image,
+    JsonObjectFormat,
+    JsonSchemaFormat,
+    Message,
+    OutputFormat,
+    Part,
+    Reasoning,
+    RegexFormat,
+    Text,
+    Tool,
+    ToolCall,
+    ToolChoice,
+)
+from ovserve.dialects.openai.responses.events import Item, OutputBuilder, copy_item, new_id
+from ovserve.errors import BadRequestError, NotFoundError, OvserveError, ServiceUnavailableError
+from ovserve.protocol import ConstStringFormat, JSONObjectFormat
+from ovserve.protocol import RegexFormat as RegexRequestFormat
+from ovserve.protocol_responses import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    FunctionToolChoice,
+    InputImage,
+    JSONSchemaTextFormat,
+    MessageItem,
+    ReasoningItem,
+    ResponsesRequest,
+    part_text,
+)
+from ovserve.protocol_responses import InputItem as InputItemUnion
+from ovserve.service.response_store import ResponseStore, StoreFault
+
+# Seconds a client is asked to wait after a store fault: a disk that filled up or went away is
+# not back in a second, and a retry sooner only adds load.
+STORE_RETRY_AFTER_S = 5
+# OpenAI's error codes a response.failed event may carry; anything else reads server_error.
+_FAILURE_CODES = frozenset(
+    {"server_error", "rate_limit_exceeded", "invalid_prompt", "invalid_image", "image_too_large"}
+)
+
+InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem
+# Stored items are read back through the request's own item models.
+_STORED_ITEM: TypeAdapter[InputItem] = TypeAdapter(InputItemUnion)
+
+
+# -- request: Responses -> Conversation ---------------------------------------------------------
+
+
+class _Messages:
+    """The conversation's messages as items arrive. Reasoning, assistant text and function calls
+    that follow each other merge into one assistant turn (one assistant turn of the template)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self._assistant: Message | None = None
+
+    def add(self, message: Message) -> None:
+        self.messages.append(message)
+        self._assistant = message if message.role == "assistant" else None
+
+    def assistant(self, origin: str) -> Message:
+        if self._assistant is None:
+            self.add(Message("assistant", origin))
+        assert self._assistant is not None
+        return self._assistant
+
+    def add_item(self, item: InputItem, origin: str, *, whole: bool) -> None:
+        """``whole``: the item's inner fields have no path of their own (stored history)."""
+
+        def inner(path: str) -> str:
+            return origin if whole else f"{origin}.{path}"
+
+        match item:
+            case MessageItem(role="assistant"):
+                turn = self.assistant(origin)
+                text = item.content if isinstance(item.content, str) else "".join(_texts(item.content))
+                # Assistant text joins as one piece (the chat rendering of Responses history).
+                previous = next((part for part in turn.parts if isinstance(part, Text)), None)
+                if previous is None:
+                    turn.parts.insert(0, Text(text, inner("content")))
+                else:
+                    turn.parts[turn.parts.index(previous)] = Text(previous.text + text, previous.origin)
+            case MessageItem():
+                role = "system" if item.role == "developer" else item.role
+                self.add(Message(role, inner("content"), _parts(item, inner)))
+            case ReasoningItem():
+                self.assistant(origin).parts.append(Reasoning(item.text(), origin))
+            case FunctionCallItem():
+                self.assistant(origin).parts.append(ToolCall(item.call_id, item.name, item.arguments, origin))
+            case FunctionCallOutputItem():
+                output = Text(item.output_text(), inner("output"))
+                self.add(Message("tool", inner("output"), [output], tool_call_id=item.call_id))
+
+
+def _texts(parts: list[Any]) -> list[str]:
+    return [text for part in parts if (text := part_text(part)) is not None]
+
+
+def _parts(item: MessageItem, inner: Callable[[str], str]) -> list[Part]:
+    if isinstance(item.content, str):
+        return [Text(item.content, inner("content"))]
+    parts: list[Part] = []
+    for position, part in enumerate(item.content):
+        if isinstance(part, InputImage):
+            parts.append(Image(part.image_url, inner(f"content.{position}.image_url")))
+        else:
+            parts.append(Text(part_text(part) or "", inner(f"content.{position}")))
+    return parts
+
+
+def dump_item(item: InputItem) -> Item:
+    return item.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def conversation_of(request: ResponsesRequest, history: list[Item]) -> Conversation:
+    """The conversation of ``request`` after ``history`` (stored items)."""
+    messages = _Messages()
+    if request.instructions is not None:
+        messages.add(Message("system", "instructions", [Text(request.instructions, "instructions")]))
+    for stored in history:
+        messages.add_item(_STORED_ITEM.validate_python(stored), "previous_response_id", whole=True)
+    if isinstance(request.input, str):
+        messages.add(Message("user", "input", [Text(request.input, "input")]))
+    else:
+        for position, item in enumerate(request.items):
+            messages.add_item(item, f"input.{position}", whole=False)
+    return Conversation(
+        model=request.model,
+        messages=messages.messages,
+        sampling=request.sampling(),
+        prompt_origin="input",
+        tools=[_tool(tool, position) for position, tool in enumerate(request.tools or [])],
+        tool_choice=_tool_choice(request),
+        parallel_tool_calls=request.parallel_tool_calls,
+        output_format=_output_format(request),
+        template_kwargs=request.chat_template_kwargs,
+    )
+
+
+def _tool(tool: FunctionTool, position: int) -> Tool:
+    return Tool(
+        name=tool.name,
+        origin=f"tools.{position}",
+        description=tool.description,
+        parameters=tool.parameters,
+        strict=tool.strict,
+        parameters_origin=f"tools.{position}.parameters",
+    )
+
+
+def _tool_choice(request: ResponsesRequest) -> ToolChoice:
+    if isinstance(request.tool_choice, FunctionToolChoice):
+        return ForcedTool(request.tool_choice.name)
+    return request.tool_choice or "auto"
+
+
+def _output_format(request: ResponsesRequest) -> OutputFormat | None:
+    match request.text_format:
+        case JSONSchemaTextFormat(schema_=schema):
+            return JsonSchemaFormat(schema, "text.format", "text.format.schema")
+        case JSONObjectFormat():
+            return JsonObjectFormat("text.format")
+        case RegexRequestFormat(pattern=pattern):
+            return RegexFormat(pattern, "text.format")
+        case ConstStringFormat(value=value):
+            return ConstFormat(value, "text.format")
+    return None  # text, or none sent
+
+
+# -- one request on its way ------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class ResponsesCall:
+    """A Responses request being served: its core job and what the response object and its
+    stored row need."""
+
+    request: ResponsesRequest
+    job: ChatJob
+    conversation: list[Item]  # history + this input, as items
+    store: bool  # the response is kept once it completes
+    owner: str  # whose stored response it becomes
+    id: str = field(default_factory=lambda: new_id("resp"))
+    sequence_number: int = 0  # the stream's next event number
+    output: list[Item] = field(default_factory=list)  # the output items so far (OutputBuilder's)
+
+    @property
+    def streaming(self) -> bool:
+        return self.request.stream
+
+
+class ResponsesEndpoint:
+    """The Responses dialect, as the HTTP layer drives it (``ovserve.api.routes.generate``), plus
+    ``GET`` and ``DELETE`` of stored responses."""
+
+    def __init__(self, generation: ChatGeneration, store: ResponseStore) -> None:
+        self.generation = generation
+        self.store = store
+
+    async def prepare(self, request: ResponsesRequest, caller: str) -> ResponsesCall:
+        """The job of ``request`` from ``caller``, who may continue only their own responses."""
+        history: list[Item] = []
+        if request.previous_response_id is not None:
+            history = await self._history(request.previous_response_id, caller)
+        job = await self.generation.prepare(conversation_of(request, history))
+        items = [dump_item(item) for item in request.items]
+        return ResponsesCall(
+            request=request,
+            job=job,
+            conversation=[*history, *items],
+            store=request.store and self.store.enabled,
+            owner=caller,
+        )
+
+    async def _history(self, response_id: str, owner: str) -> list[Item]:
+        if not self.store.enabled:
+            raise BadRequestError(
+                "previous_response_id needs the response store, which this server runs without "
+                "(--responses_store none); send the whole conversation as input",
+                param="previous_response_id",
+            )
+        try:
+            stored = await self.store.get(response_id, owner=owner)
+        except StoreFault as exc:
+            raise _store_unavailable("previous_response_id") from exc
+        if stored is None:
+            raise NotFoundError(
+                f"no stored response '{response_id}' (never stored, deleted, or evicted from the store)",
+                param="previous_response_id",
+            )
+        return stored.conversation
+
+    # -- unary ----------------------------------------------------------------------------
+
+    async def complete(self, call: ResponsesCall) -> Item:
+        builder = OutputBuilder(call.output)
+        async with contextlib.aclosing(call.job.steps()) as steps:
+            async for step in steps:
+                builder.push(step)
+        status = _status(call)
+        builder.finish(_item_status(status))
+        response = self.response_object(call, status, builder.items, usage=self.usage(call))
+        await self._keep(call, response)
+        return response
+
+    # -- stream ---------------------------------------------------------------------------
+
+    def _event(self, call: ResponsesCall, event: Item) -> Item:
+        numbered = {"type": event["type"], "sequence_number": call.sequence_number, **event}
+        call.sequence_number += 1
+        return numbered
+
+    async def stream(self, call: ResponsesCall) -> AsyncGenerator[Item, None]:
+        started = self.response_object(call, "in_progress", [])
+        yield self._event(call, {"type": "response.created", "response": started})
+        yield self._event(call, {"type": "response.in_progress", "response": started})
+        builder = OutputBuilder(call.output)
+        async with contextlib.aclosing(call.job.steps()) as steps:
+            async for step in steps:
+                for event in builder.push(step):
+                    yield self._event(call, event)
+        status = _status(call)
+        for event in builder.finish(_item_status(status)):
+            yield self._event(call, event)
+        response = self.response_object(call, status, builder.items, usage=self.usage(call))
+        await self._keep(call, response)
+        kind = "response.completed" if status == "completed" else "response.incomplete"
+        yield self._event(call, {"type": kind, "response": response})
+
+    def failure_event(self, call: ResponsesCall, error: OvserveError) -> Item:
+        """The last event of a stream that failed after it started (the engine died, the deadline)."""
+        code = error.code if error.code in _FAILURE_CODES else "server_error"
+        failure = {"code": code, "message": error.message}
+        response = self.response_object(call, "failed", call.output, error=failure)
+        return self._event(call, {"type": "response.failed", "response": response})
+
+    # -- the response object ----------------------------------------------------------------
+
+    def usage(self, call: ResponsesCall) -> dict[str, Any]:
+        usage = call.job.usage
+        return {
+            "input_tokens": usage.prompt_tokens,
+            # cached_tokens: what the engine's prefix-cache model counted (0 when unknown, as for a
+            # VLM: the schema requires the field). The engine does not say how many generated tokens
+            # were reasoning: 0 (see docs/responses-fields.md).
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens or 0, "cache_write_tokens": 0},
+            "output_tokens": usage.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage.total_tokens,
+        }
+
+    def response_object(
+        self,
+        call: ResponsesCall,
+        status: str,
+        output: list[Item],
+        *,
+        usage: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        request, job = call.request, call.job
+        response = {
+            "id": call.id,
+            "object": "response",
+            "created_at": job.created,
+            "status": status,
+            "completed_at": int(time.time()) if status == "completed" else None,
+            "error": error,
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+            "instructions": request.instructions,
+            "max_output_tokens": request.max_output_tokens,
+            "model": job.model.name,
+            "output": [copy_item(item) for item in output],
+            "parallel_tool_calls": request.parallel_tool_calls,
+            "previous_response_id": request.previous_response_id,
+            "reasoning": request.reasoning.model_dump(mode="json") if request.reasoning else None,
+            "store": call.store,
+            "temperature": job.params.temperature,
+            "text": {"format": _response_format_echo(request)},
+            "tool_choice": _tool_choice_echo(request),
+            "tools": [_tool_echo(tool) for tool in request.tools or []],
+            "top_p": job.params.top_p,
+            "truncation": "disabled",
+            "metadata": request.metadata or {},
+        }
+        if usage is not None:  # the schema has no null usage: left out until it is known
+            response["usage"] = usage
+        return response
+
+    async def _keep(self, call: ResponsesCall, response: dict[str, Any]) -> None:
+        """Store ``response`` if the request asked to; if it could not be kept, say so in it.
+
+        A store fault (logged and counted by the store) does not fail the request: the generation
+        succeeded and the client gets it, as unary body or ``response.completed`` event. Its
+        ``store`` then reads false, the field that already tells a client whether the response was
+        kept (as with ``--responses_store none``): the schema's own way to say "do not use this id
+        for ``previous_response_id`` or ``GET``", which every OpenAI client accepts. A later ``GET``
+        of the id is a 404, as for any response that was not stored. (The stream's
+        ``response.created`` event said true: it was sent before the generation, when keeping it
+        was still the plan.) A response larger than the store's bounds is likewise not kept.
+        """
+        if not call.store:
+            return
+        try:
+            kept = await self.store.put(response, [*call.conversation, *response["output"]], owner=call.owner)
+        except StoreFault:
+            kept = False
+        if not kept:
+            call.store = False
+            response["store"] = False
+
+    # -- GET / DELETE -------------------------------------------------------------------------
+
+    async def retrieve(self, response_id: str, *, owner: str) -> dict[str, Any]:
+        if not self.store.enabled:
+            raise _unknown(response_id)
+        try:
+            stored = await self.store.get(response_id, owner=owner, conversation=False)
+        except StoreFault as exc:
+            raise _store_unavailable("response_id") from exc
+        if stored is None:
+            raise _unknown(response_id)
+        return stored.response
+
+    async def delete(self, response_id: str, *, owner: str) -> dict[str, Any]:
+        if not self.store.enabled:
+            raise _unknown(response_id)
+        try:
+            deleted = await self.store.delete(response_id, owner=owner)
+        except StoreFault as exc:
+            raise _store_unavailable("response_id") from exc
+        if not deleted:
+            raise _unknown(response_id)
+        return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+
+def _unknown(response_id: str) -> NotFoundError:
+    return NotFoundError(f"no stored response '{response_id}' (never stored, deleted, or evicted)", param="response_id")
+
+
+def _store_unavailable(param: str) -> ServiceUnavailableError:
+    return ServiceUnavailableError(
+        "the response store cannot be used right now (a disk or database fault, logged on the server); "
+        "retry later, or send the whole conversation as input",
+        param=param,
+        code="store_unavailable",
+        retry_after=STORE_RETRY_AFTER_S,
+    )
+
+
+def _status(call: ResponsesCall) -> str:
+    # "length" is max_output_tokens (or the context) running out: OpenAI's incomplete response.
+    return "incomplete" if call.job.outcome == "length" else "completed"
+
+
+def _item_status(status: str) -> str:
+    return "incomplete" if status == "incomplete" else "completed"
+
+
+def _response_format_echo(request: ResponsesRequest) -> dict[str, Any]:
+    fmt = request.text_format
+    if fmt is None:
+        return {"type": "text"}
+    return fmt.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _tool_echo(tool: FunctionTool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "strict": tool.strict,
+    }
+
+
+def _tool_choice_echo(request: ResponsesRequest) -> Any:
+    if isinstance(request.tool_choice, FunctionToolChoice):
+        return {"type": "function", "name": request.tool_choice.name}
+    return request.tool_choice or "auto"
