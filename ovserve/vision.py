@@ -185,7 +185,7 @@ class VisionModel:
             )
         return cls(model_type=model_type, expansion=make(config) if make else None, image_target=target)
 
-    def check_prompt(self, prompt: str, image_count: int) -> None:
+    def check_prompt(self, prompt: str, image_count: int, *, param: str = "messages") -> None:
         """Refuse text that would be read as an image placeholder.
 
         openvino_genai treats any ``<ov_genai_image_N>`` (and the model's native image token) in
@@ -202,7 +202,7 @@ class VisionModel:
             raise BadRequestError(
                 f"the prompt's image placeholders do not match the image_url parts: text may not contain "
                 f"the reserved image placeholder {reserved}; send images as image_url parts",
-                param="messages",
+                param=param,
             )
 
     def expand_prompt(self, prompt: str) -> str:

@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ovserve.engine.messages import EnginePrompt
+from ovserve.engine.messages import EnginePrompt, VisionPrompt
 from ovserve.errors import BadRequestError, UnsupportedParameterError
 from ovserve.protocol import CompletionRequest
 from ovserve.service.generation import ChoiceDelta
@@ -30,6 +30,10 @@ class CompletionJob(Job[CompletionRequest]):
     prompt_ids: list[list[int]]
 
     def engine_prompts(self) -> list[EnginePrompt]:
+        if self.model.vision is not None:
+            # A VLM pipeline takes prompt text, never token ids (ids fail its step() and, with
+            # other requests in the step, have killed the engine process).
+            return [VisionPrompt(prompt, []) for prompt in self.prompts]
         return list(self.prompt_ids)
 
     @property
@@ -53,6 +57,9 @@ class CompletionService:
                 param="echo",
             )
         prompts = request.prompts
+        if model.vision is not None:
+            for prompt in prompts:  # a VLM reads image placeholders in the text as image slots
+                model.vision.check_prompt(prompt, 0, param="prompt")
         prompt_ids = [await model.encode_prompt(prompt, add_special_tokens=True, param="prompt") for prompt in prompts]
         for position, ids in enumerate(prompt_ids):
             if not ids:  # the engine cannot start from nothing
