@@ -209,6 +209,26 @@ class ModelSettings(BaseModel):
             raise ValueError(f"{self.source}: pipeline_type VLM (stateful) is not supported; use VLM_CB or AUTO")
         return self
 
+    @model_validator(mode="after")
+    def _no_prefix_caching_with_a_draft_model(self) -> ModelSettings:
+        # openvino_genai 2026.4: with prefix caching on, speculative decoding fails requests that
+        # sample (do_sample, as most generation_config.json files ask) inside step(): a rejected
+        # last draft token leaves the sequence one processed token ahead of its tokens, and the
+        # prefix cache's block hashing asserts on it (scripts/repro/speculative_prefix_cache.py,
+        # upstream openvino.genai#4190). Greedy requests and other pipelines are not affected, but
+        # the setting is per pipeline. Turned off here, in the settings, so that the engine, the
+        # draft (it inherits the main scheduler), ServedModel.prefix_caching and the cached_tokens
+        # model all see the same value. Re-check with the repro before lifting it.
+        if self.pipeline_kind is PipelineKind.SPECULATIVE and self.scheduler.enable_prefix_caching:
+            log.warning(
+                "%s: prefix caching is turned off for model '%s': openvino_genai's speculative decoding "
+                "(draft_models_path) fails sampled requests when it is on (scripts/repro/speculative_prefix_cache.py)",
+                self.source,
+                self.name,
+            )
+            self.scheduler = self.scheduler.model_copy(update={"enable_prefix_caching": False})
+        return self
+
     @property
     def pipeline_kind(self) -> PipelineKind:
         """OVMS's AUTO: the stateful LLMPipeline on NPU, continuous batching elsewhere."""

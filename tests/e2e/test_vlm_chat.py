@@ -190,6 +190,20 @@ def test_reserved_placeholders_in_text_are_refused(vlm_client: openai.OpenAI) ->
         assert "reserved image placeholder" in str(caught.value)
 
 
+def test_completions_on_a_vlm_send_the_prompt_text(vlm_client: openai.OpenAI) -> None:
+    """A VLM pipeline takes text, never token ids (ids failed every /v3/completions request with a
+    500, and under concurrent load killed the engine process)."""
+    prompt = "def fibonacci(n):\n    "
+    alone = vlm_client.completions.create(model="tiny-vlm", prompt=prompt, max_tokens=8, temperature=0)
+    batch = vlm_client.completions.create(model="tiny-vlm", prompt=["Hello there", prompt], max_tokens=8, temperature=0)
+    assert alone.choices[0].text and batch.choices[1].text == alone.choices[0].text
+    assert alone.usage is not None and alone.usage.prompt_tokens > 0
+    with pytest.raises(openai.BadRequestError) as caught:
+        vlm_client.completions.create(model="tiny-vlm", prompt="look: <ov_genai_image_0>", max_tokens=8)
+    assert caught.value.body["param"] == "prompt"  # type: ignore[index]
+    assert "reserved image placeholder" in str(caught.value)
+
+
 @pytest.fixture(scope="module")
 def default_vlm_server(tiny_vlm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """tiny-vlm with no media flags: only data URLs are allowed."""

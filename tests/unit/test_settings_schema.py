@@ -183,6 +183,37 @@ def test_draft_graph_options_override_the_main_scheduler(tiny_llm: Path, tmp_pat
     assert draft is not None and draft.max_num_seqs == 8 and draft.cache_size == 3
 
 
+def test_prefix_caching_is_turned_off_with_a_warning_for_speculative_decoding(
+    tiny_llm: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """openvino_genai's speculative decoding fails sampled requests with prefix caching on
+    (scripts/repro/speculative_prefix_cache.py): the command line's default and a graph's explicit
+    true are both overridden, for the draft too, and the log says why."""
+    argv = ["serve", "--model_path", str(tiny_llm), "--model_name", "m", "--draft_models_path", str(tiny_llm)]
+    options = 'models_path: "TINY"\n draft_models_path: "TINY"\n enable_prefix_caching: true'
+    with caplog.at_level("WARNING", logger="ovserve.config"):
+        (from_flags,) = settings_from_flags(flag_values(build_parser().parse_args(argv), environ={})).models
+        (from_graph,) = models_from_config(repository(tmp_path, tiny_llm, options))
+    for model in (from_flags, from_graph):
+        spec = model.engine_spec()
+        assert spec.draft_scheduler is not None
+        assert not model.scheduler.enable_prefix_caching
+        assert not spec.scheduler.enable_prefix_caching and not spec.draft_scheduler.enable_prefix_caching
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert len(warnings) == 2, warnings
+    assert all("prefix caching is turned off" in message and "speculative" in message for message in warnings)
+    assert "graph.pbtxt" in warnings[1]
+
+
+def test_prefix_caching_stays_on_without_a_draft_model(tiny_llm: Path, caplog: pytest.LogCaptureFixture) -> None:
+    for extra in ([], ["--plugin_config", '{"prompt_lookup": true}']):
+        argv = ["serve", "--model_path", str(tiny_llm), "--model_name", "m", *extra]
+        with caplog.at_level("WARNING", logger="ovserve.config"):
+            (model,) = settings_from_flags(flag_values(build_parser().parse_args(argv), environ={})).models
+        assert model.scheduler.enable_prefix_caching and model.engine_spec().scheduler.enable_prefix_caching
+    assert not [record for record in caplog.records if "prefix caching" in record.getMessage()]
+
+
 def test_a_draft_scheduler_the_engine_would_refuse_is_refused_at_load(tiny_llm: Path, tmp_path: Path) -> None:
     from ovserve.graph import GraphError
 
