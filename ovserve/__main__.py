@@ -22,7 +22,7 @@ from ovserve.api.auth import ApiKeys
 from ovserve.api.connection import TimedServer
 from ovserve.app import create_app, load_models
 from ovserve.config import ENV_PREFIX, ModelSettings, ServerSettings, flags, models_from_config
-from ovserve.errors import ServiceUnavailableError
+from ovserve.errors import ServiceUnavailableError, complaints
 from ovserve.graph import GraphError
 from ovserve.memory import pin_malloc_thresholds
 
@@ -246,9 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ovserve: {exc}", file=sys.stderr)
         return 2
     except ValidationError as exc:
-        for error in exc.errors(include_url=False):
-            where = _flag_of(error["loc"])
-            message = error["msg"].removeprefix("Value error, ")
+        for complaint in complaints(exc):
+            where, message = _flag_of(complaint.path), complaint.message
             print(f"ovserve: {where}: {message}" if where else f"ovserve: {message}", file=sys.stderr)
         return 2
     try:

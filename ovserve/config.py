@@ -40,6 +40,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, RetrievalSettings, SchedulerSettings
+from ovserve.errors import first_complaint
 from ovserve.graph import GraphError, GraphSettings, parse_graph, read_config
 from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
 
@@ -178,9 +179,9 @@ class ModelSettings(BaseModel):
             try:
                 SchedulerSettings.model_validate({**main.model_dump(), **value})
             except ValidationError as exc:
-                error = exc.errors(include_url=False)[0]
-                where = "".join(f" {part}" for part in error["loc"])
-                raise ValueError(f"draft scheduler{where}: {error['msg'].removeprefix('Value error, ')}") from None
+                complaint = first_complaint(exc)
+                where = "".join(f" {part}" for part in complaint.path)
+                raise ValueError(f"draft scheduler{where}: {complaint.message}") from None
         return value
 
     @field_validator("tool_parser", "reasoning_parser")
@@ -251,9 +252,9 @@ class ModelSettings(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            message = error["msg"].removeprefix("Value error, ").removeprefix(f"{graph.graph_path}: ")
-            located = [part for part in error["loc"] if isinstance(part, str)]
+            complaint = first_complaint(exc)
+            message = complaint.message.removeprefix(f"{graph.graph_path}: ")
+            located = [part for part in complaint.path if isinstance(part, str)]
             setting = next((part for part in reversed(located) if part in graph.places), None)
             if setting is not None:
                 raise GraphError(f"{graph.places[setting]}: {message}") from None

@@ -7,7 +7,12 @@ Handlers and services raise these; only :func:`error_body` and the error middlew
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from pydantic import ValidationError
 
 # Request dialects whose documented contract changes an error's status (see status_for).
 AZURE = "azure"
@@ -186,3 +191,110 @@ class MediaTooLargeError(MediaError):
     """Over --max_image_mb, or more pixels than the decoder accepts."""
 
     default_code = "image_too_large"
+
+
+# -- pydantic's complaints, in a client's words ------------------------------------------------
+#
+# Every caller (request bodies, settings, graph files, the export check) turns a ValidationError
+# into words here, and only here. pydantic's error locations hold steps that are not in the
+# client's JSON: the member a plain union tried ("str", "list[str]", "FunctionToolChoice") and the
+# tag of a discriminated union's member. Request models tag their discriminated unions with
+# ``tag("name")`` (``<name>``) so the tags are known for what they are.
+
+
+def tag(name: str) -> str:
+    """The location step of a discriminated union member named ``name``."""
+    return f"<{name}>"
+
+
+def _is_tag(part: object) -> bool:
+    return isinstance(part, str) and part.startswith("<") and part.endswith(">")
+
+
+def by_type(default: str | None) -> Callable[[Any], str | None]:
+    """A discriminator on a JSON object's ``type`` (``default`` when it has none): its member's tag.
+
+    A non-string ``type`` is tagged as it is, so it reads as an unknown type; a value that is no
+    object has no tag (pydantic's "union tag not found", a complaint about its shape)."""
+
+    def discriminate(value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return None
+        kind = value.get("type", default)
+        return None if kind is None else tag(kind if isinstance(kind, str) else repr(kind))
+
+    return discriminate
+
+
+def str_or_list(value: Any) -> str:
+    """A discriminator for a string-or-list field (the Responses API's content and input)."""
+    return tag("str") if isinstance(value, str) else tag("list")
+
+
+# The member a plain union tried ("constrained-str": an Annotated str with a Field limit).
+_MEMBER = re.compile(
+    r"^(str|int|float|bool|none|list|dict|literal|tagged-union|constrained-[a-z]+|function-[a-z-]+"
+    r"|[A-Z][A-Za-z0-9]*)(\[.*\])?$"
+)
+
+
+@dataclass(frozen=True)
+class Complaint:
+    """One of pydantic's complaints: the path of the offending value in the client's JSON, and
+    what is wrong with it."""
+
+    path: tuple[str | int, ...]
+    message: str
+
+    @property
+    def param(self) -> str | None:
+        return ".".join(str(part) for part in self.path) or None
+
+    @property
+    def text(self) -> str:
+        """The message, prefixed by its path (``messages.0.content: Field required``)."""
+        return f"{self.param}: {self.message}" if self.param else self.message
+
+
+def complaints(exc: ValidationError) -> list[Complaint]:
+    """Every complaint of ``exc``, in pydantic's order."""
+    return [_complaint(error) for error in exc.errors(include_url=False)]
+
+
+def first_complaint(exc: ValidationError) -> Complaint:
+    return _complaint(exc.errors(include_url=False)[0])
+
+
+def _complaint(error: Any) -> Complaint:
+    path: list[str | int] = []
+    after_tag = False
+    for part in error["loc"]:
+        if _is_tag(part):
+            after_tag = True
+            continue
+        if isinstance(part, str) and _MEMBER.match(part):
+            break  # a plain union's member: the field itself is what the client fixes
+        path.append(part)
+    message = error["msg"].removeprefix("Value error, ")
+    kind = error["type"]
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        if isinstance(error["input"], dict):
+            path.append("type")
+            message = "Field required"
+            if kind == "union_tag_invalid":
+                expected = [name.strip("'<>") for name in error["ctx"]["expected_tags"].split(", ")]
+                quoted = [f"'{name}'" for name in expected]
+                message = "Input should be " + " or ".join(
+                    [", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted
+                )
+        else:
+            message = "Input should be a valid dictionary"
+    elif kind == "list_type" and after_tag and error["loc"][-1] == tag("list"):
+        message = "Input should be a string or a list"
+    return Complaint(tuple(path), message)
+
+
+def bad_request(exc: ValidationError) -> BadRequestError:
+    """A request body's first complaint as the client's 400."""
+    complaint = first_complaint(exc)
+    return BadRequestError(complaint.text, param=complaint.param)

@@ -16,9 +16,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from ovserve.core.conversation import Sampling
+from ovserve.errors import by_type, tag
 
 # OVMS documents "up to 4 sequences" for stop, as OpenAI does.
 MAX_STOP_SEQUENCES = 4
@@ -315,10 +316,16 @@ class ConstStringFormat(_Lenient):
 
 
 # OpenAI's text / json_object / json_schema, and OVMS's regex / const_string, told apart by
-# "type" (the field is a discriminated union). An unknown type is reported with param
-# "response_format.type"; any other error of a member with param "response_format" (see
-# ovserve.api.routes.validation_error).
-ResponseFormat = TextFormat | JSONObjectFormat | JSONSchemaFormat | RegexFormat | ConstStringFormat
+# "type": an unknown type is reported with param "response_format.type", any other error of a
+# member with the path of the offending value (see ovserve.errors).
+ResponseFormat = Annotated[
+    Annotated[TextFormat, Tag(tag("text"))]
+    | Annotated[JSONObjectFormat, Tag(tag("json_object"))]
+    | Annotated[JSONSchemaFormat, Tag(tag("json_schema"))]
+    | Annotated[RegexFormat, Tag(tag("regex"))]
+    | Annotated[ConstStringFormat, Tag(tag("const_string"))],
+    Discriminator(by_type(None)),
+]
 
 
 class ChatCompletionRequest(SamplingRequest):
@@ -333,7 +340,7 @@ class ChatCompletionRequest(SamplingRequest):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     # False: at most one tool call is returned (and a forced call is exactly one).
     parallel_tool_calls: bool = True
-    response_format: ResponseFormat | None = Field(default=None, discriminator="type")
+    response_format: ResponseFormat | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 
     @model_validator(mode="after")

@@ -3,12 +3,12 @@
 No engine imports here, as in :mod:`ovserve.protocol`. The request inherits the whole sampling
 surface of :class:`~ovserve.protocol.SamplingRequest` (the OVMS extensions ``top_k``,
 ``repetition_penalty``, ``stop``... in the body, as for chat); the Responses fields are modelled
-here and translated into a chat completion request by ``ovserve.service.responses``.
+here and adapted onto the generation core by ``ovserve.dialects.openai.responses.adapter``.
 
 Every union is discriminated (by ``type`` for items and content parts, by JSON type for
 ``input``, ``content`` and ``output``), so a bad item gets one error naming its JSON path rather
-than one complaint per union member. The tags are written ``<name>``: pydantic puts them in an
-error's location, and ``ovserve.api.responses`` takes them out again (:func:`is_tag`).
+than one complaint per union member. The tags are written ``<name>`` (:func:`ovserve.errors.tag`):
+pydantic puts them in an error's location, and :mod:`ovserve.errors` takes them out again.
 Built-in tools (web search, file search, ...) are refused before validation with their own message
 (:func:`builtin_tool_refusal`).
 """
@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
 
+from ovserve.errors import by_type, str_or_list, tag
 from ovserve.protocol import (
     ConstStringFormat,
     JSONObjectFormat,
@@ -36,29 +37,6 @@ MAX_METADATA_VALUE = 512
 
 ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
 PART_TYPES = ("input_text", "input_image", "output_text", "refusal")
-
-
-def _tag(name: str) -> str:
-    return f"<{name}>"
-
-
-def is_tag(part: object) -> bool:
-    """A location part that is a union tag of this module, not a field of the client's JSON."""
-    return isinstance(part, str) and part.startswith("<") and part.endswith(">")
-
-
-def _by_type(default: str | None) -> Any:
-    def discriminate(value: Any) -> str | None:
-        if isinstance(value, dict):
-            kind = value.get("type", default)
-            return _tag(kind) if isinstance(kind, str) else None
-        return None
-
-    return discriminate
-
-
-def _text_or_list(value: Any) -> str:
-    return _tag("str") if isinstance(value, str) else _tag("list")
 
 
 # -- content parts ---------------------------------------------------------------------------
@@ -88,15 +66,15 @@ class Refusal(_Lenient):
 
 
 ContentPart = Annotated[
-    Annotated[InputText, Tag(_tag("input_text"))]
-    | Annotated[InputImage, Tag(_tag("input_image"))]
-    | Annotated[OutputText, Tag(_tag("output_text"))]
-    | Annotated[Refusal, Tag(_tag("refusal"))],
-    Discriminator(_by_type(None)),
+    Annotated[InputText, Tag(tag("input_text"))]
+    | Annotated[InputImage, Tag(tag("input_image"))]
+    | Annotated[OutputText, Tag(tag("output_text"))]
+    | Annotated[Refusal, Tag(tag("refusal"))],
+    Discriminator(by_type(None)),
 ]
 Content = Annotated[
-    Annotated[str, Tag(_tag("str"))] | Annotated[list[ContentPart], Tag(_tag("list"))],
-    Discriminator(_text_or_list),
+    Annotated[str, Tag(tag("str"))] | Annotated[list[ContentPart], Tag(tag("list"))],
+    Discriminator(str_or_list),
 ]
 
 
@@ -135,8 +113,8 @@ class FunctionCallOutputItem(_Lenient):
     type: Literal["function_call_output"]
     call_id: str = Field(min_length=1)
     output: Annotated[
-        Annotated[str, Tag(_tag("str"))] | Annotated[list[ContentPart], Tag(_tag("list"))],
-        Discriminator(_text_or_list),
+        Annotated[str, Tag(tag("str"))] | Annotated[list[ContentPart], Tag(tag("list"))],
+        Discriminator(str_or_list),
     ]
 
     def output_text(self) -> str:
@@ -167,15 +145,15 @@ class ReasoningItem(_Lenient):
 
 
 InputItem = Annotated[
-    Annotated[MessageItem, Tag(_tag("message"))]
-    | Annotated[FunctionCallItem, Tag(_tag("function_call"))]
-    | Annotated[FunctionCallOutputItem, Tag(_tag("function_call_output"))]
-    | Annotated[ReasoningItem, Tag(_tag("reasoning"))],
-    Discriminator(_by_type("message")),
+    Annotated[MessageItem, Tag(tag("message"))]
+    | Annotated[FunctionCallItem, Tag(tag("function_call"))]
+    | Annotated[FunctionCallOutputItem, Tag(tag("function_call_output"))]
+    | Annotated[ReasoningItem, Tag(tag("reasoning"))],
+    Discriminator(by_type("message")),
 ]
 Input = Annotated[
-    Annotated[str, Tag(_tag("str"))] | Annotated[list[InputItem], Tag(_tag("list"))],
-    Discriminator(_text_or_list),
+    Annotated[str, Tag(tag("str"))] | Annotated[list[InputItem], Tag(tag("list"))],
+    Discriminator(str_or_list),
 ]
 
 
@@ -205,11 +183,18 @@ class JSONSchemaTextFormat(_Lenient):
     strict: bool | None = None
 
 
-TextFormatConfig = TextFormat | JSONObjectFormat | JSONSchemaTextFormat | RegexFormat | ConstStringFormat
+TextFormatConfig = Annotated[
+    Annotated[TextFormat, Tag(tag("text"))]
+    | Annotated[JSONObjectFormat, Tag(tag("json_object"))]
+    | Annotated[JSONSchemaTextFormat, Tag(tag("json_schema"))]
+    | Annotated[RegexFormat, Tag(tag("regex"))]
+    | Annotated[ConstStringFormat, Tag(tag("const_string"))],
+    Discriminator(by_type(None)),
+]
 
 
 class TextParam(_Lenient):
-    format: TextFormatConfig | None = Field(default=None, discriminator="type")
+    format: TextFormatConfig | None = None
     # OpenAI's length hint for its own models; the output is the model's either way.
     verbosity: Literal["low", "medium", "high"] | None = None
 

@@ -24,12 +24,12 @@ from pydantic import ValidationError
 
 from ovserve.api import keys
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
-from ovserve.api.routes import TYPE_TAG, caller_of, generate, json_response
+from ovserve.api.routes import caller_of, generate, json_response
 from ovserve.api.sse import NamedEventWriter
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
-from ovserve.errors import BadRequestError, UnsupportedParameterError
+from ovserve.errors import BadRequestError, UnsupportedParameterError, bad_request
 from ovserve.protocol import ChatCompletionRequest
-from ovserve.protocol_responses import ResponsesRequest, builtin_tool_refusal, is_tag
+from ovserve.protocol_responses import ResponsesRequest, builtin_tool_refusal
 
 log = logging.getLogger(__name__)
 
@@ -71,46 +71,13 @@ def parse_responses_request(request: web.Request, payload: dict[str, Any]) -> Re
     try:
         parsed = ResponsesRequest.model_validate({**owned, **cleaned})
     except ValidationError as exc:
-        raise validation_error(exc) from None
+        raise bad_request(exc) from None
     ignored = sorted({*dropped, *parsed.unknown_fields()})
     if ignored:
         log.info("responses request to %r: ignoring fields %s", parsed.model, ignored)
     if parsed.include:
         log.info("responses request to %r: nothing to include for %s", parsed.model, parsed.include)
     return parsed
-
-
-def validation_error(exc: ValidationError) -> BadRequestError:
-    """Pydantic's first complaint with the JSON path of the value as param (union tags taken out)."""
-    first = exc.errors(include_url=False)[0]
-    path: list[str] = []
-    after_tag = False
-    for part in first["loc"]:
-        if is_tag(part):
-            after_tag = True
-            continue
-        if isinstance(part, str) and TYPE_TAG.match(part):
-            break  # a member of a plain union ("literal[...]", "FunctionToolChoice"): the field is the param
-        path.append(str(part))
-    # text.format is discriminated by "type" as a field: pydantic puts the member's tag after it.
-    if path[:2] == ["text", "format"] and len(path) > 2 and first["type"] not in ("union_tag_invalid",):
-        path = [*path[:2], *path[3:]]
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
-        if isinstance(first["input"], dict):
-            path.append("type")
-            if first["type"] == "union_tag_invalid":
-                expected = first["ctx"]["expected_tags"].replace("<", "").replace(">", "")
-                tag = first["ctx"]["tag"].strip("<>")
-                message = f"'{tag}' is not supported here (expected one of {expected})"
-            else:
-                message = "Field required"
-        else:
-            message = "must be an object"
-    elif first["type"] == "list_type" and after_tag and first["loc"][-1] == "<list>":
-        message = "Input should be a string or a list"
-    location = ".".join(path)
-    return BadRequestError(f"{location}: {message}" if location else message, param=location or None)
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:

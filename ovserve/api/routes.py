@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -26,11 +25,11 @@ from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.engine.client import EngineState
 from ovserve.errors import (
     AZURE,
-    BadRequestError,
     DeadlineExceededError,
     OvserveError,
     RequestTimeoutError,
     UnsupportedMediaTypeError,
+    bad_request,
 )
 from ovserve.metrics import RequestRecorder
 from ovserve.protocol import (
@@ -74,43 +73,6 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     return parse_json_object(body)
 
 
-# Pydantic's union-member tags in an error's loc ("constrained-str": an Annotated str with a Field limit).
-TYPE_TAG = re.compile(
-    r"^(str|int|float|bool|none|list|dict|literal|tagged-union|constrained-[a-z]+|function-[a-z-]+"
-    r"|[A-Z][A-Za-z0-9]*)(\[.*\])?$"
-)
-
-
-def validation_error(exc: ValidationError, model: type[BaseModel]) -> BadRequestError:
-    """Pydantic's first complaint, phrased for an API user, with the offending field as param."""
-    first = exc.errors(include_url=False)[0]
-    parts = list(first["loc"])
-    # For a union-typed field pydantic appends the member it tried ("prompt.str"): the param
-    # a client can act on is the field itself.
-    cut = next((i for i, part in enumerate(parts) if isinstance(part, str) and TYPE_TAG.match(part)), len(parts))
-    path = param = parts[:cut]
-    field = model.model_fields.get(path[0]) if path and isinstance(path[0], str) else None
-    if field is not None and isinstance(field.discriminator, str):
-        if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
-            # No member has this "type": the tag field is the param; the message reads as a
-            # Literal's would.
-            path = param = [*path, field.discriminator]
-            message = "Field required"
-            if first["type"] == "union_tag_invalid":
-                message = "Input should be " + " or ".join(first["ctx"]["expected_tags"].rsplit(", ", 1))
-            location = ".".join(str(part) for part in path)
-            return BadRequestError(f"{location}: {message}", param=location)
-        # Pydantic puts the member's tag after the field ("response_format.regex.pattern"), a
-        # step the client's JSON does not have. The param is the field, which the client
-        # replaces as a whole.
-        path, param = [path[0], *path[2:]], path[:1]
-    message = first["msg"].removeprefix("Value error, ")
-    location = ".".join(str(part) for part in path)
-    if location:
-        message = f"{location}: {message}"
-    return BadRequestError(message, param=".".join(str(part) for part in param) or None)
-
-
 RequestModel = TypeVar("RequestModel", bound=SamplingRequest)
 
 
@@ -132,7 +94,7 @@ def parse_request(
     try:
         parsed = model.model_validate(cleaned)
     except ValidationError as exc:
-        raise validation_error(exc, model) from None
+        raise bad_request(exc) from None
     ignored = sorted({*dropped, *parsed.unknown_fields()})
     if ignored:
         log.info("%s request to %r: ignoring fields %s", endpoint.value, parsed.model, ignored)
@@ -290,7 +252,7 @@ def _parse_body(payload: dict[str, Any], model: type[Body]) -> Body:
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
-        raise validation_error(exc, model) from None
+        raise bad_request(exc) from None
 
 
 async def embeddings(request: web.Request) -> web.Response:

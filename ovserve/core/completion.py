@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ovserve.core.conversation import Sampling
 from ovserve.core.job import Job, ready_model, sampling_params
-from ovserve.engine.messages import EnginePrompt
+from ovserve.engine.messages import EnginePrompt, VisionPrompt
 from ovserve.errors import BadRequestError
 from ovserve.service.models import ModelRegistry
 
@@ -34,6 +34,10 @@ class CompletionJob(Job):
     prompt_ids: list[list[int]]
 
     def engine_prompts(self) -> list[EnginePrompt]:
+        if self.model.vision is not None:
+            # A VLM pipeline takes prompt text, never token ids (ids fail its step() and, with
+            # other requests in the step, have killed the engine process).
+            return [VisionPrompt(prompt, []) for prompt in self.prompts]
         return list(self.prompt_ids)
 
     @property
@@ -47,6 +51,9 @@ class CompletionGeneration:
 
     async def prepare(self, request: Prompts) -> CompletionJob:
         model = ready_model(self.models, request.model)
+        if model.vision is not None:
+            for prompt in request.prompts:  # a VLM reads image placeholders in the text as image slots
+                model.vision.check_prompt(prompt, 0, param=request.origin)
         prompt_ids = [
             await model.encode_prompt(prompt, add_special_tokens=True, param=request.origin)
             for prompt in request.prompts

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from ovserve.config import ModelSettings
 from ovserve.engine.spec import PipelineKind
+from ovserve.errors import first_complaint
 from ovserve.export.conversion import VLM_TASK
 from ovserve.export.report import ExportError, stage
 from ovserve.export.source import Source, template_in_source
@@ -37,8 +38,7 @@ def ovserve_settings(graph_path: Path, name: str) -> ModelSettings:
     except GraphError as exc:
         raise ExportError(f"ovserve refuses the written graph: {exc}") from exc
     except ValidationError as exc:
-        message = exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
-        raise ExportError(f"ovserve refuses the written graph: {message}") from exc
+        raise ExportError(f"ovserve refuses the written graph: {first_complaint(exc).message}") from exc
 
 
 # Plugin properties for the target device that the CPU check must not get: NPU-only keys, and the

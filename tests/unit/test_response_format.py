@@ -8,10 +8,9 @@ from typing import Any
 import pydantic
 import pytest
 
-from ovserve.api.routes import validation_error
 from ovserve.core.conversation import ConstFormat, OutputFormat, RegexFormat
 from ovserve.dialects.openai.chat.adapter import conversation_of
-from ovserve.errors import BadRequestError
+from ovserve.errors import BadRequestError, bad_request
 from ovserve.protocol import ChatCompletionRequest, JSONSchemaFormat
 from ovserve.service.guided import response_format_grammar
 
@@ -37,15 +36,15 @@ def _request(response_format: Any) -> ChatCompletionRequest:
         ({"type": 5}, "response_format.type", "response_format.type: Input should be 'text'"),
         ({}, "response_format.type", "response_format.type: Field required"),
         ("json", "response_format", "response_format: Input should be a valid dictionary"),
-        ({"type": "regex"}, "response_format", "response_format.pattern: Field required"),
-        ({"type": "regex", "pattern": ""}, "response_format", "response_format.pattern: String should have at least"),
-        ({"type": "regex", "pattern": "(unclosed"}, "response_format", "response_format.pattern: not a valid regex"),
-        ({"type": "const_string", "value": 3}, "response_format", "response_format.value: Input should be a valid str"),
-        ({"type": "json_schema"}, "response_format", "response_format.json_schema: Field required"),
-        ({"type": "json_schema", "json_schema": "x"}, "response_format", "response_format.json_schema: Input should"),
+        ({"type": "regex"}, "response_format.pattern", "response_format.pattern: Field required"),
+        ({"type": "regex", "pattern": ""}, "response_format.pattern", "response_format.pattern: String should have"),
+        ({"type": "regex", "pattern": "(unclosed"}, "response_format.pattern", "response_format.pattern: not a valid"),
+        ({"type": "const_string", "value": 3}, "response_format.value", "response_format.value: Input should be"),
+        ({"type": "json_schema"}, "response_format.json_schema", "response_format.json_schema: Field required"),
+        ({"type": "json_schema", "json_schema": "x"}, "response_format.json_schema", "response_format.json_schema:"),
         (
             {"type": "json_schema", "json_schema": {"schema": "s"}},
-            "response_format",
+            "response_format.json_schema.schema",
             "response_format.json_schema.schema: Input should be a valid dictionary",
         ),
     ],
@@ -53,7 +52,7 @@ def _request(response_format: Any) -> ChatCompletionRequest:
 def test_malformed_response_format_is_a_400_naming_the_field(response_format: Any, param: str, message: str) -> None:
     with pytest.raises(pydantic.ValidationError) as caught:
         _request(response_format)
-    error = validation_error(caught.value, ChatCompletionRequest)
+    error = bad_request(caught.value)
     assert error.param == param
     assert error.message.startswith(message), error.message
 
