@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from ovserve.api import keys
+from ovserve.api import keys, table
 from ovserve.api.auth import ApiKeys, auth_middleware
 from ovserve.api.drain import Drain
-from ovserve.api.responses import add_response_routes
-from ovserve.api.routes import add_routes, request_dialect
+from ovserve.api.routes import request_dialect
 from ovserve.config import ServerSettings
 from ovserve.core.chat import ChatGeneration
 from ovserve.core.completion import CompletionGeneration
@@ -108,8 +108,8 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     # Outermost first: errors become answers; a drain refuses before the key is even checked.
     middlewares = [
         error_middleware,
-        drain.middleware(),
-        auth_middleware(api_keys, metrics_public=settings.metrics_public),
+        drain.middleware(answered_while_draining=table.answered_while_draining),
+        auth_middleware(api_keys, is_open=functools.partial(table.is_open, metrics_public=settings.metrics_public)),
     ]
     app = web.Application(middlewares=middlewares, client_max_size=int(settings.max_request_mb * 1024 * 1024))
     app[keys.MEDIA] = MediaResolver(settings.media)
@@ -130,8 +130,7 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.LOOP_LAG] = LoopLagMonitor()
     app[keys.METRICS] = ServerMetrics()
     app[keys.METRICS].watch(models, app[keys.LOOP_LAG], store)
-    add_routes(app)
-    add_response_routes(app)
+    table.add_routes(app)
     app.cleanup_ctx.append(_engines)
     app.cleanup_ctx.append(_media)
     app.cleanup_ctx.append(_loop_lag)

@@ -37,7 +37,6 @@ from ovserve.errors import AuthenticationError
 log = logging.getLogger(__name__)
 
 # Paths that answer without a key: liveness/readiness probes.
-OPEN_PATHS = frozenset({"/v2/health/live", "/v2/health/ready", "/health"})
 _FILE_CHECK_INTERVAL_S = 1.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -142,12 +141,12 @@ def is_authorized(request: web.Request, keys: ApiKeys) -> bool:
     return not keys.enabled or keys.accepts(presented_key(request))
 
 
-def auth_middleware(keys: ApiKeys, *, metrics_public: bool) -> Middleware:
+def auth_middleware(keys: ApiKeys, *, is_open: Callable[[web.Request], bool]) -> Middleware:
+    """Refuses a request without a valid key (401) unless ``is_open`` says its route needs none."""
+
     @web.middleware
     async def check_key(request: web.Request, handler: Handler) -> web.StreamResponse:
-        path = request.path
-        model_probe = path.startswith("/v2/models/") and path.endswith("/ready")
-        if path in OPEN_PATHS or model_probe or (metrics_public and path == "/metrics"):
+        if is_open(request):
             return await handler(request)
         if not keys.enabled:
             request[CALLER] = None

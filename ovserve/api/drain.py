@@ -21,9 +21,6 @@ from ovserve.errors import ServiceUnavailableError
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-# Requests that keep working while draining: probes and scrapes must see the drain.
-_ALWAYS_ANSWERED = ("/v2/health/", "/health", "/metrics", "/v2/models/")
-
 
 class Drain:
     def __init__(self) -> None:
@@ -41,10 +38,13 @@ class Drain:
             await asyncio.wait_for(self._idle.wait(), timeout)
         return self.inflight == 0
 
-    def middleware(self) -> Middleware:
+    def middleware(self, *, answered_while_draining: Callable[[web.Request], bool]) -> Middleware:
+        """Counts requests in flight; once draining, refuses (503) those whose route is not
+        ``answered_while_draining`` (probes and scrapes must see the drain)."""
+
         @web.middleware
         async def drain(request: web.Request, handler: Handler) -> web.StreamResponse:
-            if request.path.startswith(_ALWAYS_ANSWERED):
+            if answered_while_draining(request):
                 return await handler(request)
             if self.draining:
                 raise ServiceUnavailableError(

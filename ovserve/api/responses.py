@@ -96,10 +96,3 @@ async def get_response(request: web.Request) -> web.Response:
 async def delete_response(request: web.Request) -> web.Response:
     endpoint = request.app[keys.RESPONSES]
     return json_response(await endpoint.delete(request.match_info["response_id"], owner=caller_of(request)))
-
-
-def add_response_routes(app: web.Application) -> None:
-    for prefix in ("/v3", "/v1", ""):
-        app.router.add_post(f"{prefix}/responses", create_response)
-        app.router.add_get(f"{prefix}/responses/{{response_id}}", get_response)
-        app.router.add_delete(f"{prefix}/responses/{{response_id}}", delete_response)

@@ -16,7 +16,6 @@ from ovserve.api import keys
 from ovserve.api.auth import is_authorized
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.json_body import parse_json_object
-from ovserve.api.openapi import openapi_json
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.core.job import Job
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
@@ -371,22 +370,3 @@ async def metrics(request: web.Request) -> web.Response:
     await asyncio.gather(*(model.engine.refresh_report(_STATS_WAIT_S) for model in models))
     body = generate_latest(request.app[keys.METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
-def add_routes(app: web.Application) -> None:
-    for prefix in ("/v3", "/v1", ""):
-        app.router.add_post(f"{prefix}/chat/completions", chat_completions)
-        app.router.add_post(f"{prefix}/completions", completions)
-        app.router.add_post(f"{prefix}/embeddings", embeddings)
-        app.router.add_post(f"{prefix}/rerank", rerank)
-        app.router.add_post(f"{prefix}/tokenize", tokenize)
-        app.router.add_post(f"{prefix}/detokenize", detokenize)
-    for prefix in ("/v3", "/v1"):
-        app.router.add_get(f"{prefix}/models", list_models)
-        app.router.add_get(f"{prefix}/models/{{name}}", get_model)
-    app.router.add_get("/v2/health/live", health_live)
-    app.router.add_get("/v2/health/ready", health_ready)
-    app.router.add_get("/v2/models/{name}/ready", model_ready)
-    app.router.add_get("/health", health)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/openapi.json", openapi_json)

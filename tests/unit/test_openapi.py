@@ -20,7 +20,7 @@ from referencing.jsonschema import DRAFT202012
 
 from ovserve.api import keys
 from ovserve.api.openapi import openapi_document
-from ovserve.api.routes import add_routes
+from ovserve.api.table import add_routes
 from ovserve.app import create_app
 from ovserve.config import ServerSettings
 from ovserve.protocol import (

@@ -1,0 +1,93 @@
+"""Every route the server answers, once, with the attributes the middlewares read.
+
+A :class:`Route` names its canonical path, the prefixes it is also served under (OpenAI clients
+call ``/v1``, llama.cpp clients no prefix at all), whether it answers without an API key (probes),
+whether it keeps answering during a drain (probes and scrapes must see the drain), and for the
+OpenAPI document whether it is a documented POST operation. The auth and drain middlewares ask
+:func:`route_of` instead of keeping path lists of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from aiohttp import web
+
+from ovserve.api import routes
+from ovserve.api.openapi import openapi_json
+from ovserve.api.responses import create_response, delete_response, get_response
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# The OpenAI API's own version prefix, and what else the same handlers answer under.
+API_PREFIXES = ("/v3", "/v1", "")
+MODEL_LIST_PREFIXES = ("/v3", "/v1")
+
+
+@dataclass(frozen=True)
+class Route:
+    method: Literal["GET", "POST", "DELETE"]
+    path: str  # without prefix when ``prefixes`` is set
+    handler: Handler
+    prefixes: tuple[str, ...] = ("",)
+    open: bool = False  # answered without an API key
+    while_draining: bool = False  # still answered once SIGTERM started a drain
+    metrics: bool = False  # /metrics: open with --metrics_public
+
+    @property
+    def paths(self) -> list[str]:
+        return [prefix + self.path for prefix in self.prefixes]
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", "/chat/completions", routes.chat_completions, API_PREFIXES),
+    Route("POST", "/completions", routes.completions, API_PREFIXES),
+    Route("POST", "/responses", create_response, API_PREFIXES),
+    Route("GET", "/responses/{response_id}", get_response, API_PREFIXES),
+    Route("DELETE", "/responses/{response_id}", delete_response, API_PREFIXES),
+    Route("POST", "/embeddings", routes.embeddings, API_PREFIXES),
+    Route("POST", "/rerank", routes.rerank, API_PREFIXES),
+    Route("POST", "/tokenize", routes.tokenize, API_PREFIXES),
+    Route("POST", "/detokenize", routes.detokenize, API_PREFIXES),
+    Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES),
+    Route("GET", "/models/{name}", routes.get_model, MODEL_LIST_PREFIXES),
+    Route("GET", "/v2/health/live", routes.health_live, open=True, while_draining=True),
+    Route("GET", "/v2/health/ready", routes.health_ready, open=True, while_draining=True),
+    Route("GET", "/v2/models/{name}/ready", routes.model_ready, open=True, while_draining=True),
+    Route("GET", "/health", routes.health, open=True, while_draining=True),
+    Route("GET", "/metrics", routes.metrics, while_draining=True, metrics=True),
+    Route("GET", "/openapi.json", openapi_json),
+)
+
+_BY_PATH = {(route.method, path): route for route in ROUTES for path in route.paths}
+
+
+def add_routes(app: web.Application) -> None:
+    for route in ROUTES:
+        for path in route.paths:
+            if route.method == "GET":
+                app.router.add_get(path, route.handler)  # and HEAD
+            else:
+                app.router.add_route(route.method, path, route.handler)
+
+
+def is_open(request: web.Request, *, metrics_public: bool) -> bool:
+    """Answered without an API key: the probes, and /metrics with --metrics_public."""
+    route = route_of(request)
+    return route is not None and (route.open or (metrics_public and route.metrics))
+
+
+def answered_while_draining(request: web.Request) -> bool:
+    route = route_of(request)
+    return route is not None and route.while_draining
+
+
+def route_of(request: web.Request) -> Route | None:
+    """The table's entry for the route ``request`` matched; None for no route (a 404 or 405)."""
+    info = request.match_info.route.resource
+    if info is None:
+        return None
+    method = request.method if request.method != "HEAD" else "GET"
+    return _BY_PATH.get((method, info.canonical))  # type: ignore[arg-type]
