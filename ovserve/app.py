@@ -169,16 +169,4 @@ async def _loop_lag(app: web.Application) -> AsyncIterator[None]:
 
 
 def load_models(settings: ServerSettings) -> ModelRegistry:
-    level = logging.getLevelName(settings.log_level.upper())
-    return ModelRegistry(
-        [
-            ServedModel.load(
-                model,
-                log_level=level,
-                max_queued_requests=settings.max_queued_requests,
-                max_prompt_tokens_in_flight=settings.max_prompt_tokens_in_flight,
-                stall_timeout=settings.engine_stall_timeout,
-            )
-            for model in settings.models
-        ]
-    )
+    return ModelRegistry([ServedModel.load(model, settings) for model in settings.models])

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ovserve.engine.spec import VISION_ENCODER_FILE
 from ovserve.errors import BadRequestError
 
 log = logging.getLogger(__name__)
 
-VISION_ENCODER_FILE = "openvino_vision_embeddings_model.xml"
 PREPROCESSOR_FILE = "preprocessor_config.json"
 # Longer-side bound for encoders whose input size ovserve cannot read: above what today's
 # dynamic-resolution encoders keep by default (Qwen2-VL: ~3.5K x 3.5K at most, usually less), and

@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ovserve.__main__ import build_parser, flag_values, settings_from_flags  # noqa: E402
-from ovserve.config import ModelSettings  # noqa: E402
+from ovserve.config import ModelSettings, ServerSettings  # noqa: E402
 from ovserve.engine.spec import EngineSpec  # noqa: E402
 from ovserve.service.models import ServedModel  # noqa: E402
 from scripts.benchmarks import bandwidth  # noqa: E402
@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [name for name in args.workloads if name != BANDWIDTH]
     if any(WORKLOADS[name]().vlm for name in names) and args.vlm_model_path is None:
         build_demo_models(args.models_dir)
-    served = ServedModel.load(ModelSettings(name=MODEL_NAME, path=model_dir))
+    model = ModelSettings(name=MODEL_NAME, path=model_dir)
+    served = ServedModel.load(model, ServerSettings(models=[model]))
     context = Context(Prompts(served), args.options, run_label=f"run {time.time_ns() % 10**9}")
 
     if args.baseline_checkout is not None:

@@ -135,7 +135,7 @@ class EngineClient:
         *,
         log_level: int = logging.INFO,
         launcher: EngineLauncher = spawn_engine,
-        stall_timeout: float = 60.0,
+        stall_timeout: float,
     ) -> None:
         self.spec = spec
         self.state = EngineState.STOPPED

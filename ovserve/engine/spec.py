@@ -11,6 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# The file that makes a model directory a VLM (openvino_genai's layout): its prompts are never
+# token ids. Here, at the bottom of the imports, for the engine and the server alike.
+VISION_ENCODER_FILE = "openvino_vision_embeddings_model.xml"
+
 
 class PipelineKind(enum.Enum):
     CONTINUOUS_BATCHING = "continuous_batching"

@@ -63,9 +63,15 @@ from ovserve.engine.messages import (
     VisionPrompt,
 )
 from ovserve.engine.prefix_cache import PrefixCacheModel
-from ovserve.engine.spec import SLOW_ADMISSION_S, EngineFault, EngineSpec, PipelineKind, SchedulerSettings
+from ovserve.engine.spec import (
+    SLOW_ADMISSION_S,
+    VISION_ENCODER_FILE,
+    EngineFault,
+    EngineSpec,
+    PipelineKind,
+    SchedulerSettings,
+)
 from ovserve.memory import pin_malloc_thresholds
-from ovserve.vision import VISION_ENCODER_FILE
 
 log = logging.getLogger("ovserve.engine")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ovserve.chat_template import ChatTemplate
-from ovserve.config import ModelSettings, read_context_length
+from ovserve.config import ModelSettings, ServerSettings, read_context_length
 from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNotFoundError
@@ -58,13 +58,13 @@ class ServedModel:
     template: ChatTemplate | None
     defaults: ModelDefaults
     context_length: int
+    # This model's queue limits and counts (429 beyond them; the queue-depth metric).
+    admission: Admission
     created: int = 0
     vision: VisionModel | None = None  # set for a VLM (the model dir has a vision encoder)
     # How this model writes tool calls and reasoning (graph options, else detected from the template).
     tool_format: ToolCallFormat | None = None
     reasoning_format: ReasoningFormat | None = None
-    # This model's queue limits and counts (429 beyond them; the queue-depth metric).
-    admission: Admission = field(default_factory=lambda: Admission("", max_waiting=64))
     # Renders long conversations off the event loop (see render_prompt); started at load.
     template_thread: concurrent.futures.ThreadPoolExecutor = field(default_factory=lambda: started_thread("template"))
     drafting: DraftingStats = field(default_factory=DraftingStats)  # speculative / prompt lookup only
@@ -131,15 +131,7 @@ class ServedModel:
         return self.kind.continuous_batching and self.spec.scheduler.enable_prefix_caching
 
     @classmethod
-    def load(
-        cls,
-        settings: ModelSettings,
-        *,
-        log_level: int = logging.INFO,
-        max_queued_requests: int = 64,
-        max_prompt_tokens_in_flight: int | None = None,
-        stall_timeout: float = 60.0,
-    ) -> ServedModel:
+    def load(cls, settings: ModelSettings, server: ServerSettings) -> ServedModel:
         """Read the model directory (blocking: call from a thread at startup)."""
         import openvino_genai as ov_genai
 
@@ -156,7 +148,11 @@ class ServedModel:
         return cls(
             settings=settings,
             spec=spec,
-            engine=EngineClient(spec, log_level=log_level, stall_timeout=stall_timeout),
+            engine=EngineClient(
+                spec,
+                log_level=logging.getLevelName(server.log_level.upper()),
+                stall_timeout=server.engine_stall_timeout,
+            ),
             tokenizer=PromptTokenizer(tokenizer, spec.name),
             template=template,
             defaults=ModelDefaults.load(spec.model_path, settings.generation_config_path),
@@ -165,7 +161,7 @@ class ServedModel:
             vision=VisionModel.detect(spec.model_path),
             tool_format=tool_parser(settings.tool_parser) if settings.tool_parser else detect_tool_parser(source),
             reasoning_format=reasoning_parser(settings.reasoning_parser) if settings.reasoning_parser else None,
-            admission=Admission(spec.name, max_queued_requests, max_prompt_tokens_in_flight),
+            admission=Admission(spec.name, server.max_queued_requests, server.max_prompt_tokens_in_flight),
         )
 
     def render_chat(

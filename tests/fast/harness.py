@@ -13,11 +13,12 @@ import numpy as np
 from aiohttp.test_utils import TestClient
 
 from ovserve.chat_template import ChatTemplate
-from ovserve.config import ModelSettings
+from ovserve.config import ModelSettings, ServerSettings
 from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
 from ovserve.generation_config import ModelDefaults
 from ovserve.parsers import hermes
+from ovserve.service.admission import Admission
 from ovserve.service.models import ServedModel
 from ovserve.service.tokenizer import PromptTokenizer
 from tests.fast.scripted_engine import Script, ScriptedLauncher, reply
@@ -75,7 +76,7 @@ def fast_model(
     context_length: int = 4096,
     defaults: dict[str, Any] | None = None,
     max_tokens_limit: int | None = None,
-    stall_timeout: float = 60.0,
+    stall_timeout: float = ServerSettings.model_fields["engine_stall_timeout"].default,
 ) -> FastModel:
     """A served model without model files: scripted engine, character tokenizer, Hermes tool calls."""
     launcher = ScriptedLauncher(script or reply("Hello", "!"))
@@ -95,6 +96,7 @@ def fast_model(
         defaults=ModelDefaults(defaults or {}),
         context_length=context_length,
         tool_format=hermes.FORMAT,
+        admission=Admission(name, ServerSettings.model_fields["max_queued_requests"].default),
     )
     return FastModel(model, launcher)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ovserve.chat_template import ChatTemplate
-from ovserve.config import ModelSettings
+from ovserve.config import ModelSettings, ServerSettings
 from ovserve.errors import BadRequestError
 from ovserve.service.models import ServedModel
 
@@ -35,7 +35,8 @@ CONVERSATIONS = [
 def test_jinja_rendering_matches_openvino_tokenizer(tiny_llm: Path, messages: list[dict]) -> None:
     import openvino_genai as ov_genai
 
-    model = ServedModel.load(ModelSettings(name="m", path=tiny_llm))
+    settings = ModelSettings(name="m", path=tiny_llm)
+    model = ServedModel.load(settings, ServerSettings(models=[settings]))
     expected = ov_genai.Tokenizer(str(tiny_llm)).apply_chat_template(messages, add_generation_prompt=True)
     assert model.render_chat(messages, None, None) == expected
 

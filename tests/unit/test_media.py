@@ -282,3 +282,10 @@ def test_requests_within_the_pixel_budget_decode_every_image_in_order() -> None:
     red, blue = asyncio.run(load())
     assert tuple(red[0, 0]) == images.RED
     assert tuple(blue[0, 0]) == images.BLUE
+
+
+def test_the_pixel_cap_is_below_the_one_pillow_only_warns_about() -> None:
+    # media.py relies on it: the header check refuses every image Pillow would merely warn on.
+    from ovserve.media import MAX_IMAGE_PIXELS
+
+    assert MAX_IMAGE_PIXELS < Image.MAX_IMAGE_PIXELS
