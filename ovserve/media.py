@@ -456,8 +456,9 @@ def _open_image(data: bytes, param: str) -> Iterator[Any]:
     except MediaError:
         raise
     # Pillow only warns below twice its own MAX_IMAGE_PIXELS; ours is below Pillow's, and checked on
-    # the header above, so an image Pillow would warn about never reaches the decoder.
-    except Image.DecompressionBombError as exc:
+    # the header above, so an image Pillow would warn about never reaches the decoder (where
+    # warnings are errors, the warning is the refusal).
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         log.debug("image decode refused for %s: %r", param, exc)
         raise MediaTooLargeError(
             f"the image has more pixels than the decoder accepts ({MAX_IMAGE_PIXELS})", param=param
