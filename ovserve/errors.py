@@ -165,7 +165,7 @@ class EngineError(OvserveError):
     default_code = "engine_error"
 
 
-def error_body(message: str, error_type: str, param: str | None = None, code: str | None = None) -> dict:
+def error_body(message: str, error_type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 

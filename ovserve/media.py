@@ -499,7 +499,7 @@ def _shrink(image: Any, size: tuple[int, int]) -> Any:
     return image.resize(size, _RESAMPLE, reducing_gap=_REDUCING_GAP)
 
 
-def _to_rgb(image: Any) -> Image.Image:
+def _to_rgb(image: Image.Image) -> Image.Image:
     if image.mode == "RGB":
         return image
     if image.has_transparency_data:

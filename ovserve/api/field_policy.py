@@ -88,7 +88,7 @@ def _text_format(value: Any, payload: Payload) -> bool:
 
 
 def _text_modalities(value: Any, payload: Payload) -> bool:
-    return value == ["text"]
+    return isinstance(value, list) and value == ["text"]
 
 
 def _penalties_off(payload: Payload) -> bool:

@@ -107,7 +107,7 @@ class PipeChannel:
     def _has_frame(self) -> bool:
         if len(self._buffer) < _HEADER.size:
             return False
-        (length,) = _HEADER.unpack_from(self._buffer)
+        length: int = _HEADER.unpack_from(self._buffer)[0]
         return len(self._buffer) >= _HEADER.size + length
 
     def _take_one(self) -> tuple[Any] | None:

@@ -199,7 +199,7 @@ class EngineClient:
         """The wait before the next start: doubling with each failure in a row, capped."""
         if self._failures_in_a_row == 0:
             return 0.0
-        return min(_RETRY_MAX_DELAY_S, _RETRY_FIRST_DELAY_S * 2 ** (self._failures_in_a_row - 1))
+        return min(_RETRY_MAX_DELAY_S, _RETRY_FIRST_DELAY_S * 2.0 ** (self._failures_in_a_row - 1))
 
     async def _wait_before_next_attempt(self) -> None:
         if self._next_attempt_at is not None:
