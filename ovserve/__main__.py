@@ -21,10 +21,10 @@ from ovserve.api import keys
 from ovserve.api.auth import ApiKeys
 from ovserve.api.connection import TimedServer
 from ovserve.app import create_app, load_models
-from ovserve.config import ENV_PREFIX, ModelSettings, ServerSettings, flags, models_from_config
+from ovserve.engine.memory import pin_malloc_thresholds
 from ovserve.errors import ServiceUnavailableError, complaints
-from ovserve.graph import GraphError
-from ovserve.memory import pin_malloc_thresholds
+from ovserve.settings.graph import GraphError
+from ovserve.settings.schema import ENV_PREFIX, ModelSettings, ServerSettings, flags, models_from_config
 
 log = logging.getLogger("ovserve")
 
@@ -33,7 +33,7 @@ class UsageError(Exception):
     """A command-line mistake: reported in one line, exit status 2."""
 
 
-# The serve flags, generated from the settings schema (ovserve.config). argparse, not
+# The serve flags, generated from the settings schema (ovserve.settings.schema). argparse, not
 # pydantic-settings' CLI: that names a sub-model's settings "--scheduler.cache_size" where OVMS
 # (and so ovserve) says "--cache_size", cannot build the list of served models from one set of
 # flags, and prints its own help format (types as metavars, defaults appended).
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"ovserve: --log_level: unknown level {log_level!r}", file=sys.stderr)
         return 2
-    # Before any image is decoded: freed image buffers must go back to the OS (ovserve.memory).
+    # Before any image is decoded: freed image buffers must go back to the OS (ovserve.engine.memory).
     pin_malloc_thresholds()
     try:
         settings = settings_from_flags(values)

@@ -15,12 +15,14 @@ from ovserve.api import keys, table
 from ovserve.api.auth import ApiKeys, auth_middleware
 from ovserve.api.drain import Drain
 from ovserve.api.routes import request_dialect
-from ovserve.config import ServerSettings
 from ovserve.core.chat import ChatGeneration
 from ovserve.core.completion import CompletionGeneration
+from ovserve.core.media import MediaResolver
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
+from ovserve.dialects.openai.responses.store import ResponseStore
+from ovserve.dialects.openai.retrieval import RetrievalService
 from ovserve.errors import (
     MethodNotAllowedError,
     NotFoundError,
@@ -29,11 +31,9 @@ from ovserve.errors import (
     error_body,
 )
 from ovserve.loop_lag import LoopLagMonitor
-from ovserve.media import MediaResolver
 from ovserve.metrics import ServerMetrics
-from ovserve.service.models import ModelRegistry, ServedModel
-from ovserve.service.response_store import ResponseStore
-from ovserve.service.retrieval import RetrievalService
+from ovserve.models.served import ModelRegistry, ServedModel
+from ovserve.settings.schema import ServerSettings
 
 log = logging.getLogger(__name__)
 

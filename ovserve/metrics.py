@@ -54,7 +54,7 @@ class _EngineState(Protocol):
 
 
 class _QueueState(Protocol):
-    """What the collector reads of a model's admission counts (``ovserve.service.admission``)."""
+    """What the collector reads of a model's admission counts (``ovserve.models.admission``)."""
 
     @property
     def waiting(self) -> int: ...
@@ -78,7 +78,7 @@ class _DraftingState(Protocol):
 
 
 class ResponseStoreView(Protocol):
-    """What the collector reads of the Responses store (``ovserve.service.response_store.ResponseStore``)."""
+    """What the collector reads of the Responses store (``ovserve.dialects.openai.responses.store.ResponseStore``)."""
 
     @property
     def enabled(self) -> bool: ...
@@ -87,7 +87,7 @@ class ResponseStoreView(Protocol):
 
 
 class ServedModelView(Protocol):
-    """A served model as the metrics read it; ``ovserve.service.models.ServedModel`` is one.
+    """A served model as the metrics read it; ``ovserve.models.served.ServedModel`` is one.
     (A protocol, not an import: the services record metrics, so metrics must not import them.)"""
 
     @property

@@ -113,7 +113,7 @@ class SamplingRequest(_Lenient):
     """What chat and text completions share: the model, streaming and the sampling surface.
 
     Sampling fields default to ``None``, meaning "not sent": the model's generation_config.json
-    and then ovserve's built-in defaults fill them (see ``ovserve.generation_config``).
+    and then ovserve's built-in defaults fill them (see ``ovserve.core.generation_config``).
     """
 
     model: str
@@ -281,7 +281,7 @@ class JSONSchemaSpec(_Lenient):
     description: str | None = None
     # No schema (or {}) admits any JSON value. ``schema_``: "schema" is a BaseModel method.
     schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
-    # Every schema is enforced (or refused) whatever strict says: see ovserve.service.guided.
+    # Every schema is enforced (or refused) whatever strict says: see ovserve.core.guided.
     strict: bool | None = None
 
 

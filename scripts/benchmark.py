@@ -50,9 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ovserve.__main__ import build_parser, flag_values, settings_from_flags  # noqa: E402
-from ovserve.config import ModelSettings, ServerSettings  # noqa: E402
 from ovserve.engine.spec import EngineSpec  # noqa: E402
-from ovserve.service.models import ServedModel  # noqa: E402
+from ovserve.models.served import ServedModel  # noqa: E402
+from ovserve.settings.schema import ModelSettings, ServerSettings  # noqa: E402
 from scripts.benchmarks import bandwidth  # noqa: E402
 from scripts.benchmarks.embeddings import Embeddings  # noqa: E402
 from scripts.benchmarks.measure import Figures  # noqa: E402

@@ -43,7 +43,7 @@ def main() -> None:
 
     import openvino_genai as ov_genai
 
-    from ovserve.memory import pin_malloc_thresholds
+    from ovserve.engine.memory import pin_malloc_thresholds
 
     pin_malloc_thresholds()  # as the engine process does
 

@@ -1,4 +1,4 @@
-"""Faults for the Responses store (``ovserve.service.response_store``), real where they can be.
+"""Faults for the Responses store (``ovserve.dialects.openai.responses.store``), real where they can be.
 
 ``PRAGMA max_page_count`` makes the database unable to grow, which SQLite reports exactly as a
 full disk (its own SQLITE_FULL, from the real database). A read-only disk and an I/O error need
@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ovserve.service.response_store import ResponseStore
+from ovserve.dialects.openai.responses.store import ResponseStore
 
 T = TypeVar("T")
 

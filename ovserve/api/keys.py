@@ -9,15 +9,15 @@ from aiohttp import web
 from ovserve.api import auth
 from ovserve.api.auth import ApiKeys
 from ovserve.api.drain import Drain
-from ovserve.config import ServerSettings
+from ovserve.core.media import MediaResolver
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
+from ovserve.dialects.openai.retrieval import RetrievalService
 from ovserve.loop_lag import LoopLagMonitor
-from ovserve.media import MediaResolver
 from ovserve.metrics import ServerMetrics
-from ovserve.service.models import ModelRegistry
-from ovserve.service.retrieval import RetrievalService
+from ovserve.models.served import ModelRegistry
+from ovserve.settings.schema import ServerSettings
 
 SETTINGS = web.AppKey("settings", ServerSettings)
 MODELS = web.AppKey("models", ModelRegistry)

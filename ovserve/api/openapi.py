@@ -90,7 +90,7 @@ _USAGE: dict[str, Any] = {
     "required": ["prompt_tokens", "total_tokens"],
 }
 
-# The success bodies RetrievalService builds (ovserve.service.retrieval).
+# The success bodies RetrievalService builds (ovserve.dialects.openai.retrieval).
 _RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     "EmbeddingResponse": {
         "type": "object",

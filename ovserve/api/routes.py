@@ -21,6 +21,7 @@ from ovserve.core.job import Job
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.common import Body as BodyModel
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.responses.store import OPEN_OWNER
 from ovserve.engine.client import EngineState
 from ovserve.errors import (
     AZURE,
@@ -40,7 +41,6 @@ from ovserve.protocol import (
     SamplingRequest,
     TokenizeRequest,
 )
-from ovserve.service.response_store import OPEN_OWNER
 
 log = logging.getLogger(__name__)
 

@@ -13,19 +13,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ovserve.core.conversation import Conversation, Image, Message, Text, Tool, template_message
-from ovserve.core.job import Job, ready_model, sampling_params
-from ovserve.engine.messages import EnginePrompt, VisionPrompt
-from ovserve.errors import BadRequestError, UnsupportedParameterError
-from ovserve.media import ImageRequest, MediaResolver
-from ovserve.service.guided import (
+from ovserve.core.guided import (
     GrammarSpec,
     forced_tool_call_grammar,
     guided_tool_calls_grammar,
     response_format_grammar,
 )
-from ovserve.service.models import ModelRegistry, ServedModel
-from ovserve.service.output import ChoiceOutput
-from ovserve.vision import image_tag
+from ovserve.core.job import Job, ready_model, sampling_params
+from ovserve.core.media import ImageRequest, MediaResolver
+from ovserve.core.output import ChoiceOutput
+from ovserve.engine.messages import EnginePrompt, VisionPrompt
+from ovserve.errors import BadRequestError, UnsupportedParameterError
+from ovserve.models.served import ModelRegistry, ServedModel
+from ovserve.models.vision import image_tag
 
 
 @dataclass(kw_only=True)

@@ -13,7 +13,7 @@ from ovserve.core.conversation import Sampling
 from ovserve.core.job import Job, ready_model, sampling_params
 from ovserve.engine.messages import EnginePrompt, VisionPrompt
 from ovserve.errors import BadRequestError
-from ovserve.service.models import ModelRegistry
+from ovserve.models.served import ModelRegistry
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -145,7 +145,7 @@ OutputFormat = JsonSchemaFormat | JsonObjectFormat | RegexFormat | ConstFormat
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sampling:
     """The sampling fields of a request, ``None`` where not sent (the model's
-    generation_config.json, then built-in defaults fill them: ``ovserve.generation_config``)."""
+    generation_config.json, then built-in defaults fill them: ``ovserve.core.generation_config``)."""
 
     max_tokens: int | None = None
     max_tokens_param: str = "max_tokens"  # the field the client set it with

@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ovserve.core.conversation import Sampling
+from ovserve.core.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
+from ovserve.core.output import ChoiceOutput, ParsedDelta
+from ovserve.core.stop import StopTrimmer
 from ovserve.engine.messages import EnginePrompt, SequenceOutput
-from ovserve.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
 from ovserve.metrics import RequestRecorder
+from ovserve.models.admission import Ticket
+from ovserve.models.drafting import DRAFTING_KINDS, DraftingCounter
+from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.parsers.base import ToolCall
-from ovserve.service.admission import Ticket
-from ovserve.service.drafting import DRAFTING_KINDS, DraftingCounter
-from ovserve.service.models import ModelRegistry, ServedModel
-from ovserve.service.output import ChoiceOutput, ParsedDelta
-from ovserve.service.stop import StopTrimmer
 
 Logprob = tuple[int, str, float]
 FinishReason = Literal["stop", "length", "tool_calls"]

@@ -24,7 +24,7 @@ import numpy as np
 @dataclass(frozen=True)
 class GenerationParams:
     """Fully resolved sampling settings of one request; every field was chosen by someone
-    (``ovserve.generation_config`` resolves them: request > generation_config.json > built-in)."""
+    (``ovserve.core.generation_config`` resolves them: request > generation_config.json > built-in)."""
 
     max_new_tokens: int
     temperature: float
@@ -57,11 +57,11 @@ class GenerationParams:
 
 @dataclass(slots=True)
 class VisionPrompt:
-    """A VLM request: a VLM pipeline takes prompt text, not token ids (see ``ovserve.vision``).
+    """A VLM request: a VLM pipeline takes prompt text, not token ids (see ``ovserve.models.vision``).
 
     ``text`` is the rendered chat with ``<ov_genai_image_N>`` tags; ``images`` are uint8 RGB
     arrays [H, W, 3] in tag order, already shrunk by the server towards the vision encoder's input
-    (``ovserve.media``), so a message stays small: numpy arrays pickle through the pipe as their
+    (``ovserve.core.media``), so a message stays small: numpy arrays pickle through the pipe as their
     raw bytes, never a full-size photo.
     """
 

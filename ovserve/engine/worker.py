@@ -38,6 +38,7 @@ import numpy as np
 
 from ovserve.engine.channel import PipeChannel
 from ovserve.engine.detokenizer import DecodeBatch, Detokenizer, IncrementalDetokenizer, decode_now
+from ovserve.engine.memory import pin_malloc_thresholds
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
@@ -71,7 +72,6 @@ from ovserve.engine.spec import (
     PipelineKind,
     SchedulerSettings,
 )
-from ovserve.memory import pin_malloc_thresholds
 
 log = logging.getLogger("ovserve.engine")
 
@@ -199,7 +199,7 @@ def build_generation_config(pipe: Any, params: GenerationParams) -> Any:
 
 
 def _structured_output_config(ov_genai: Any, spec: dict[str, str]) -> Any:
-    """The engine object of a GrammarSpec (see ovserve.service.guided)."""
+    """The engine object of a GrammarSpec (see ovserve.core.guided)."""
     config = ov_genai.StructuredOutputConfig
     if "trigger" not in spec:
         return config(regex=spec["regex"])
@@ -873,7 +873,7 @@ class RetrievalEngineLoop(_LoopBase):
 def main(conn: PipeChannel, spec: EngineSpec, log_level: int = logging.INFO) -> None:
     """Entry point of the engine process (``multiprocessing`` spawn target)."""
     logging.basicConfig(level=log_level, format=f"%(asctime)s %(levelname)s [engine {spec.name}] %(message)s")
-    # Before the pipeline and any request: freed buffers must go back to the OS (ovserve.memory).
+    # Before the pipeline and any request: freed buffers must go back to the OS (ovserve.engine.memory).
     pin_malloc_thresholds()
     try:
         pipe = build_pipeline(spec)

@@ -22,8 +22,8 @@ from typing import Any
 
 from ovserve.export.report import ExportError, stage
 from ovserve.export.repository import GraphOptions
-from ovserve.graph import PIPELINE_TYPES
 from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
+from ovserve.settings.graph import PIPELINE_TYPES
 
 WEIGHT_FORMATS = ("fp32", "fp16", "int8", "int4")
 NPU_QUANTIZATION_PARAMS = "--sym --ratio 1.0 --group-size -1"

@@ -30,7 +30,7 @@ from ovserve.export.arguments import (
     parse_compression_options,
 )
 from ovserve.export.report import ExportError, stage
-from ovserve.graph import POOLING_TYPES
+from ovserve.settings.graph import POOLING_TYPES
 
 # Subcommand -> task; OVMS's names first, ovserve's short aliases second.
 RETRIEVAL_COMMANDS = {

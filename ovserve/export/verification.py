@@ -22,13 +22,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ovserve.config import ModelSettings
 from ovserve.engine.spec import PipelineKind
 from ovserve.errors import first_complaint
 from ovserve.export.conversion import VLM_TASK
 from ovserve.export.report import ExportError, stage
 from ovserve.export.source import Source, template_in_source
-from ovserve.graph import GraphError, parse_graph
+from ovserve.settings.graph import GraphError, parse_graph
+from ovserve.settings.schema import ModelSettings
 
 
 def ovserve_settings(graph_path: Path, name: str) -> ModelSettings:

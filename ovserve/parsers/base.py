@@ -71,7 +71,7 @@ class ToolCallFormat:
     # Keep the start marker in the payload (Llama 3's "{" is part of the JSON).
     marker_in_payload: tuple[str, ...] = ()
     # The text before and after one ``{"name", "arguments"}`` call, for formats whose calls a
-    # grammar can force (ovserve.service.guided); None: tool_choice cannot force a call.
+    # grammar can force (ovserve.core.guided); None: tool_choice cannot force a call.
     json_call_wrap: tuple[str, str] | None = None
 
 

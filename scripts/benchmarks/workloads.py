@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ovserve.engine.spec import EngineSpec
-from ovserve.service.models import ServedModel
+from ovserve.models.served import ServedModel
 
 from .measure import Figures, Trace, ms, percentile, summary
 from .raw import RawDriver
@@ -481,7 +481,8 @@ class Vlm(_LateRequest):
     )
     raw_note = (
         "the VLM pipeline's add_request takes a prompt string and image tensors, not token ids: a raw run would "
-        "have to repeat the server's image decoding and image-tag placement (ovserve/media.py, ovserve/vision.py), "
+        "have to repeat the server's image decoding and image-tag placement "
+        "(ovserve/core/media.py, ovserve/models/vision.py), "
         "measuring a copy of the server's own code rather than the bare engine"
     )
     warm_tokens = 16

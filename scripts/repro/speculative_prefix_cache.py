@@ -25,7 +25,7 @@ prefix cache's block hashing asserts on it). That issue also reports that, with 
 off, the sampled text itself is wrong; here ``do_sample`` with ``top_k=1`` (which must equal
 greedy decoding) gives the draft model's tokens rather than the main model's greedy ones.
 
-ovserve's workaround: prefix caching is off for speculative pipelines (``ovserve/config.py``).
+ovserve's workaround: prefix caching is off for speculative pipelines (``ovserve/settings/schema.py``).
 
     python scripts/repro/speculative_prefix_cache.py [--models models] [--prefix_caching false]
 """

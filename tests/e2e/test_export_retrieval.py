@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
-from ovserve.graph import parse_graph
+from ovserve.settings.graph import parse_graph
 from tests.conftest import ROOT, Server, start_config_server
 
 

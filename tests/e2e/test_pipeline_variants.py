@@ -51,7 +51,7 @@ class Variant:
 
 VARIANTS = [
     Variant("continuous_batching", "tiny-llm"),
-    # Prefix caching is turned off for speculative pipelines (ovserve.config), so nothing is cached.
+    # Prefix caching is turned off for speculative pipelines (ovserve.settings.schema), so nothing is cached.
     Variant(
         "speculative",
         "tiny-llm",

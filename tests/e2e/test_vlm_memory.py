@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ovserve.config import MediaSettings
+from ovserve.settings.schema import MediaSettings
 from tests import images
 from tests.conftest import Server, start_server
 

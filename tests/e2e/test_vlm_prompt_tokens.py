@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ovserve.vision import VisionModel, image_tag
+from ovserve.models.vision import VisionModel, image_tag
 
 PROMPTS = [
     ("plain text, no image", 0),

@@ -1,6 +1,6 @@
 """The fast layer: the real aiohttp app in-process, with a scripted engine behind the real protocol.
 
-Each test builds a :class:`~ovserve.service.models.ServedModel` with :func:`fast_model` (a fake
+Each test builds a :class:`~ovserve.models.served.ServedModel` with :func:`fast_model` (a fake
 character tokenizer, a small chat template, no model files) whose ``EngineClient`` starts a
 :class:`~tests.fast.scripted_engine.ScriptedEngine` instead of an engine process: the commands
 and events are the typed wire messages of ``ovserve.engine.messages``, through a real pipe, so
@@ -23,8 +23,8 @@ import pytest
 
 from ovserve.api import keys
 from ovserve.app import create_app
-from ovserve.config import ServerSettings
-from ovserve.service.models import ModelRegistry
+from ovserve.models.served import ModelRegistry
+from ovserve.settings.schema import ServerSettings
 from tests.fast.harness import FastModel, Served
 
 _HERE = Path(__file__).parent

@@ -12,15 +12,15 @@ from typing import Any
 import numpy as np
 from aiohttp.test_utils import TestClient
 
-from ovserve.chat_template import ChatTemplate
-from ovserve.config import ModelSettings, ServerSettings
 from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
-from ovserve.generation_config import ModelDefaults
+from ovserve.models.admission import Admission
+from ovserve.models.chat_template import ChatTemplate
+from ovserve.models.defaults import ModelDefaults
+from ovserve.models.served import ServedModel
+from ovserve.models.tokenizer import PromptTokenizer
 from ovserve.parsers import hermes
-from ovserve.service.admission import Admission
-from ovserve.service.models import ServedModel
-from ovserve.service.tokenizer import PromptTokenizer
+from ovserve.settings.schema import ModelSettings, ServerSettings
 from tests.fast.scripted_engine import Script, ScriptedLauncher, reply
 
 MODEL = "fast-model"

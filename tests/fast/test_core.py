@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from ovserve.config import MediaSettings
 from ovserve.core.chat import ChatGeneration
 from ovserve.core.conversation import Conversation, Image, JsonSchemaFormat, Message, Sampling, Text, Tool
 from ovserve.core.job import Delta
+from ovserve.core.media import MediaResolver
 from ovserve.errors import BadRequestError, UnsupportedParameterError
-from ovserve.media import MediaResolver
-from ovserve.service.models import ModelRegistry
+from ovserve.models.served import ModelRegistry
+from ovserve.settings.schema import MediaSettings
 from tests.fast.harness import FastModel, fast_model
 from tests.fast.scripted_engine import reply
 

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
+from ovserve.core.generation_config import GenerationParams
 from ovserve.engine.spec import PipelineKind
-from ovserve.generation_config import GenerationParams
 from tests.fast.harness import fast_model
 from tests.fast.scripted_engine import reply
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ovserve.api import keys
-from ovserve.service.response_store import ResponseStore
+from ovserve.dialects.openai.responses.store import ResponseStore
 from tests.fast.harness import MODEL, Served, fast_model
 from tests.fast.scripted_engine import reply
 from tests.openai_schema import validate

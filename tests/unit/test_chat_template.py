@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ovserve.chat_template import ChatTemplate
-from ovserve.config import ModelSettings, ServerSettings
 from ovserve.errors import BadRequestError
-from ovserve.service.models import ServedModel
+from ovserve.models.chat_template import ChatTemplate
+from ovserve.models.served import ServedModel
+from ovserve.settings.schema import ModelSettings, ServerSettings
 
 CONVERSATIONS = [
     [{"role": "user", "content": "hello"}],

@@ -7,14 +7,10 @@ from typing import Any
 import pytest
 
 from ovserve.core.conversation import Sampling
+from ovserve.core.generation_config import BUILTIN_DEFAULTS, resolve_generation_params, resolve_max_new_tokens
 from ovserve.engine.messages import GenerationParams
 from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
-from ovserve.generation_config import (
-    BUILTIN_DEFAULTS,
-    ModelDefaults,
-    resolve_generation_params,
-    resolve_max_new_tokens,
-)
+from ovserve.models.defaults import ModelDefaults
 from ovserve.protocol import ChatCompletionRequest
 
 NOT_SENT = Sampling()  # max_tokens not sent

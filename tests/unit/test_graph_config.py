@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ovserve.config import models_from_config
 from ovserve.engine.spec import PipelineKind
-from ovserve.graph import GraphError
+from ovserve.settings.graph import GraphError
+from ovserve.settings.schema import models_from_config
 from tests.conftest import ROOT
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from outlines_core.json_schema import build_regex_from_schema
 
+from ovserve.core.guided import UNENFORCED_KEYWORDS, integer_range_regex, schema_regex
 from ovserve.errors import BadRequestError
-from ovserve.service.guided import UNENFORCED_KEYWORDS, integer_range_regex, schema_regex
 
 PARAM = "response_format.json_schema.schema"
 INTEGERS = {"type": "array", "items": {"type": "integer"}}

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from ovserve.core.conversation import Sampling
+from ovserve.core.generation_config import resolve_generation_params
 from ovserve.core.job import Choice, finish_reason
+from ovserve.core.output import ChoiceOutput
 from ovserve.engine.messages import GenerationParams, SequenceOutput
-from ovserve.generation_config import ModelDefaults, resolve_generation_params
+from ovserve.models.defaults import ModelDefaults
 from ovserve.parsers import reasoning_parser, tool_parser
-from ovserve.service.output import ChoiceOutput
 
 CALL = '<tool_call>\n{"name": "get_time", "arguments": {"tz": "UTC"}}\n</tool_call>'
 

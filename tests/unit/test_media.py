@@ -14,13 +14,13 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from ovserve.config import MediaSettings
 from ovserve.core.conversation import Image as ImageRef
+from ovserve.core.media import MediaResolver, decode_image
 from ovserve.dialects.openai.chat.adapter import messages_of
 from ovserve.errors import MediaError, MediaNotAllowedError, MediaTooLargeError
-from ovserve.media import MediaResolver, decode_image
+from ovserve.models.vision import FALLBACK_MAX_SIDE, PREPROCESSOR_FILE, VISION_ENCODER_FILE, ImageTarget, VisionModel
 from ovserve.protocol import ChatMessage
-from ovserve.vision import FALLBACK_MAX_SIDE, PREPROCESSOR_FILE, VISION_ENCODER_FILE, ImageTarget, VisionModel
+from ovserve.settings.schema import MediaSettings
 from tests import images
 
 PARAM = "messages.0.content.0.image_url"
@@ -284,6 +284,6 @@ def test_requests_within_the_pixel_budget_decode_every_image_in_order() -> None:
 
 def test_the_pixel_cap_is_below_the_one_pillow_only_warns_about() -> None:
     # media.py relies on it: the header check refuses every image Pillow would merely warn on.
-    from ovserve.media import MAX_IMAGE_PIXELS
+    from ovserve.core.media import MAX_IMAGE_PIXELS
 
     assert MAX_IMAGE_PIXELS < Image.MAX_IMAGE_PIXELS

@@ -22,7 +22,7 @@ from ovserve.api import keys
 from ovserve.api.openapi import openapi_document
 from ovserve.api.table import add_routes
 from ovserve.app import create_app
-from ovserve.config import ServerSettings
+from ovserve.models.served import ModelRegistry
 from ovserve.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -32,7 +32,7 @@ from ovserve.protocol import (
     TokenizeRequest,
 )
 from ovserve.protocol_responses import ResponsesRequest
-from ovserve.service.models import ModelRegistry
+from ovserve.settings.schema import ServerSettings
 
 PATHS: dict[str, type[BaseModel]] = {
     "/v3/chat/completions": ChatCompletionRequest,

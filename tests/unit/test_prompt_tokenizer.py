@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ovserve.service.tokenizer import CHUNK_CHARS, PromptTokenizer, PromptTooLongError
+from ovserve.models.tokenizer import CHUNK_CHARS, PromptTokenizer, PromptTooLongError
 from tests.conftest import ROOT
 
 # 16 threads released at once onto a tokenizer nobody has used yet: the raw binding (encode, then
@@ -21,7 +21,7 @@ _FIRST_USE_BURST = textwrap.dedent(
     """
     import sys, threading
     import openvino_genai
-    from ovserve.service.tokenizer import PromptTokenizer
+    from ovserve.models.tokenizer import PromptTokenizer
 
     tokenizer = PromptTokenizer(openvino_genai.Tokenizer(sys.argv[1]), "probe")
     barrier = threading.Barrier(16)

@@ -9,10 +9,10 @@ import pydantic
 import pytest
 
 from ovserve.core.conversation import ConstFormat, OutputFormat, RegexFormat
+from ovserve.core.guided import response_format_grammar
 from ovserve.dialects.openai.chat.adapter import conversation_of
 from ovserve.errors import BadRequestError, bad_request
 from ovserve.protocol import ChatCompletionRequest, JSONSchemaFormat
-from ovserve.service.guided import response_format_grammar
 
 
 def _format(request: ChatCompletionRequest) -> OutputFormat | None:

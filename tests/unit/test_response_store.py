@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ovserve.service.response_store import DISABLED, FOOTPRINT_MARGIN, MEMORY, OPEN_OWNER, ResponseStore
+from ovserve.dialects.openai.responses.store import DISABLED, FOOTPRINT_MARGIN, MEMORY, OPEN_OWNER, ResponseStore
 
 ME = "a" * 64  # owners are key digests (SHA-256 hex) or OPEN_OWNER
 OTHER = "b" * 64

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ovserve.service.response_store import DELETE, GET, HOUSEKEEPING, PUT, ResponseStore, StoreFault
+from ovserve.dialects.openai.responses.store import DELETE, GET, HOUSEKEEPING, PUT, ResponseStore, StoreFault
 from tests.store_faults import disk_io_error, fill_disk, free_disk, inject, read_only, sqlite_error
 
 OWNER = "a" * 64
@@ -168,7 +168,7 @@ async def test_a_file_that_is_not_a_database_is_a_fault_until_it_is_removed(stor
 async def test_faults_are_logged_once_a_minute_without_content_and_recovery_once(
     stores, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="ovserve.service.response_store")
+    caplog.set_level(logging.INFO, logger="ovserve.dialects.openai.responses.store")
     store = open_store(stores, tmp_path / "responses.db")
     faulty = inject(store, read_only(), "INSERT")
     for index in range(20):

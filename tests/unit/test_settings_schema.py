@@ -13,8 +13,8 @@ import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ovserve.__main__ import MODEL_FLAGS, SERVER_FLAGS, build_parser, flag_values, settings_from_flags
-from ovserve.config import GRAPH_DEFAULTS, NOT_A_FLAG, Flag, ModelSettings, ServerSettings, models_from_config
-from ovserve.graph import _LLM_OPTIONS_FIELDS, IGNORED_OPTIONS, LEGACY_OPTIONS, UNSUPPORTED_OPTIONS
+from ovserve.settings.graph import _LLM_OPTIONS_FIELDS, IGNORED_OPTIONS, LEGACY_OPTIONS, UNSUPPORTED_OPTIONS
+from ovserve.settings.schema import GRAPH_DEFAULTS, NOT_A_FLAG, Flag, ModelSettings, ServerSettings, models_from_config
 from tests.unit.test_graph_config import repository
 
 FLAGS = [*MODEL_FLAGS, *SERVER_FLAGS]
@@ -191,7 +191,7 @@ def test_prefix_caching_is_turned_off_with_a_warning_for_speculative_decoding(
     true are both overridden, for the draft too, and the log says why."""
     argv = ["serve", "--model_path", str(tiny_llm), "--model_name", "m", "--draft_models_path", str(tiny_llm)]
     options = 'models_path: "TINY"\n draft_models_path: "TINY"\n enable_prefix_caching: true'
-    with caplog.at_level("WARNING", logger="ovserve.config"):
+    with caplog.at_level("WARNING", logger="ovserve.settings.schema"):
         (from_flags,) = settings_from_flags(flag_values(build_parser().parse_args(argv), environ={})).models
         (from_graph,) = models_from_config(repository(tmp_path, tiny_llm, options))
     for model in (from_flags, from_graph):
@@ -208,14 +208,14 @@ def test_prefix_caching_is_turned_off_with_a_warning_for_speculative_decoding(
 def test_prefix_caching_stays_on_without_a_draft_model(tiny_llm: Path, caplog: pytest.LogCaptureFixture) -> None:
     for extra in ([], ["--plugin_config", '{"prompt_lookup": true}']):
         argv = ["serve", "--model_path", str(tiny_llm), "--model_name", "m", *extra]
-        with caplog.at_level("WARNING", logger="ovserve.config"):
+        with caplog.at_level("WARNING", logger="ovserve.settings.schema"):
             (model,) = settings_from_flags(flag_values(build_parser().parse_args(argv), environ={})).models
         assert model.scheduler.enable_prefix_caching and model.engine_spec().scheduler.enable_prefix_caching
     assert not [record for record in caplog.records if "prefix caching" in record.getMessage()]
 
 
 def test_a_draft_scheduler_the_engine_would_refuse_is_refused_at_load(tiny_llm: Path, tmp_path: Path) -> None:
-    from ovserve.graph import GraphError
+    from ovserve.settings.graph import GraphError
 
     options = 'models_path: "TINY"\n draft_models_path: "TINY"\n draft_max_num_seqs: 0'
     with pytest.raises(GraphError, match=r"graph\.pbtxt:8: field 'draft_max_num_seqs': draft scheduler max_num_seqs"):
@@ -223,7 +223,7 @@ def test_a_draft_scheduler_the_engine_would_refuse_is_refused_at_load(tiny_llm: 
 
 
 def test_a_graph_value_the_schema_refuses_names_file_line_and_option(tiny_llm: Path, tmp_path: Path) -> None:
-    from ovserve.graph import GraphError
+    from ovserve.settings.graph import GraphError
 
     with pytest.raises(GraphError) as excinfo:
         models_from_config(repository(tmp_path, tiny_llm, 'models_path: "TINY"\n best_of_limit: 0'))

@@ -6,6 +6,7 @@ import multiprocessing
 import threading
 from pathlib import Path
 
+from ovserve.core.generation_config import GenerationParams
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
@@ -18,7 +19,6 @@ from ovserve.engine.messages import (
 )
 from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.engine.worker import StatefulEngineLoop, build_pipeline
-from ovserve.generation_config import GenerationParams
 
 PARAMS = GenerationParams(
     max_new_tokens=4, temperature=0.0, top_p=1.0, top_k=0, min_p=0.0, repetition_penalty=1.0,

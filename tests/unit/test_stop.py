@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ovserve.service.stop import StopTrimmer
+from ovserve.core.stop import StopTrimmer
 
 TEXT = "The quick brown fox jumps over the lazy dog"
 

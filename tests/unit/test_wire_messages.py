@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ovserve.config import ModelSettings
+from ovserve.core.generation_config import GenerationParams
 from ovserve.engine.channel import PipeChannel, engine_channel
 from ovserve.engine.messages import (
     AddRequest,
@@ -28,7 +28,7 @@ from ovserve.engine.messages import (
     VisionPrompt,
 )
 from ovserve.engine.spec import FAULT_ENV, EngineFault
-from ovserve.generation_config import GenerationParams
+from ovserve.settings.schema import ModelSettings
 
 PARAMS = GenerationParams(
     max_new_tokens=4, temperature=0.5, top_p=1.0, top_k=0, min_p=0.0, repetition_penalty=1.0,

@@ -14,13 +14,13 @@ specifies). Continuing it renders the same messages as a client resending that h
 the prompt, and with prefix caching the reused KV blocks, are the same.
 
 Ownership: every store call carries the caller's ``owner`` (from the HTTP layer: a digest of the
-API key presented, or :data:`~ovserve.service.response_store.OPEN_OWNER` without keys). ``GET``,
+API key presented, or :data:`~ovserve.dialects.openai.responses.store.OPEN_OWNER` without keys). ``GET``,
 ``DELETE`` and ``previous_response_id`` on another owner's response answer exactly as for an
 unknown id (the same 404, message and param), so a response id tells one key nothing about
 another key's responses.
 
 Store faults (a full or read-only disk, a deleted database file: see
-:mod:`~ovserve.service.response_store`) never cost a generation: a response that could not be
+:mod:`~ovserve.dialects.openai.responses.store`) never cost a generation: a response that could not be
 stored is returned as usual with ``store: false`` (:meth:`ResponsesEndpoint._keep`). What needs a
 stored response now -- ``previous_response_id``, ``GET``, ``DELETE`` -- is a 503 with
 ``Retry-After`` (:func:`_store_unavailable`): the server cannot serve that conversation at the
@@ -56,6 +56,7 @@ from ovserve.core.conversation import (
     ToolChoice,
 )
 from ovserve.dialects.openai.responses.events import Item, OutputBuilder, copy_item, new_id
+from ovserve.dialects.openai.responses.store import ResponseStore, StoreFault
 from ovserve.errors import BadRequestError, NotFoundError, OvserveError, ServiceUnavailableError
 from ovserve.protocol import ConstStringFormat, JSONObjectFormat
 from ovserve.protocol import RegexFormat as RegexRequestFormat
@@ -72,7 +73,6 @@ from ovserve.protocol_responses import (
     part_text,
 )
 from ovserve.protocol_responses import InputItem as InputItemUnion
-from ovserve.service.response_store import ResponseStore, StoreFault
 
 # Seconds a client is asked to wait after a store fault: a disk that filled up or went away is
 # not back in a second, and a retry sooner only adds load.

@@ -6,7 +6,7 @@ OVMS alias, type, default, bounds and help text are written. Everything else rea
 
 * ``ovserve serve``'s flags and their ``OVSERVE_<FLAG>`` environment variables are generated
   from the fields (:func:`flags`; see ``ovserve.__main__``),
-* a ``graph.pbtxt``'s ``LLMCalculatorOptions`` are read by ``ovserve.graph`` into the same
+* a ``graph.pbtxt``'s ``LLMCalculatorOptions`` are read by ``ovserve.settings.graph`` into the same
   :class:`ModelSettings` (:meth:`ModelSettings.from_graph`),
 * the engine gets its :class:`~ovserve.engine.spec.EngineSpec` from :meth:`ModelSettings.engine_spec`.
 
@@ -41,8 +41,8 @@ from pydantic.fields import FieldInfo
 
 from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, RetrievalSettings, SchedulerSettings
 from ovserve.errors import first_complaint
-from ovserve.graph import GraphError, GraphSettings, parse_graph, read_config
 from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
+from ovserve.settings.graph import GraphError, GraphSettings, parse_graph, read_config
 
 log = logging.getLogger(__name__)
 
@@ -448,7 +448,7 @@ class ServerSettings(BaseModel):
         description="file of API keys, one per line ('#' comments); reread on SIGHUP and when it changes",
     )
     metrics_public: bool = Field(default=False, description="serve /metrics without an API key")
-    # -- load (ovserve.service.admission) ---------------------------------------------------
+    # -- load (ovserve.models.admission) ---------------------------------------------------
     max_queued_requests: int = Field(
         default=64,
         ge=1,
@@ -466,7 +466,7 @@ class ServerSettings(BaseModel):
         description="longest time a generation request may take, from arrival to its last byte (s); then 504 "
         "(unary) or an error event (stream), and its engine work is cancelled",
     )
-    # -- the Responses API's conversation store (ovserve.service.response_store) --------------
+    # -- the Responses API's conversation store (ovserve.dialects.openai.responses.store) --------------
     responses_store: str = Field(
         default="memory",
         min_length=1,

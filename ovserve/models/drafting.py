@@ -12,9 +12,8 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from ovserve.engine.messages import SequenceOutput
+from ovserve.engine.messages import GenerationParams, SequenceOutput
 from ovserve.engine.spec import PipelineKind
-from ovserve.generation_config import GenerationParams
 
 # The engine client's logger: the per-request line keeps the name operators filter on.
 log = logging.getLogger("ovserve.engine.client")

@@ -9,18 +9,14 @@ nobody chose.
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ovserve.core.conversation import Sampling
 from ovserve.engine.messages import GenerationParams
 from ovserve.engine.spec import PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
-
-if TYPE_CHECKING:  # the engine process unpickles GenerationParams: it need not load the core
-    from ovserve.core.conversation import Sampling
+from ovserve.models.defaults import ModelDefaults
 
 log = logging.getLogger(__name__)
 
@@ -45,21 +41,6 @@ GREEDY_BELOW = 1e-5
 # supported by beam search"): sent with beam search they are refused, as model defaults dropped.
 _BEAM_NEUTRAL = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
-# generation_config.json keys ovserve honours, by the name used in GenerationParams.
-_MODEL_DEFAULT_KEYS = (
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "repetition_penalty",
-    "presence_penalty",
-    "frequency_penalty",
-    "length_penalty",
-    "max_new_tokens",
-    "num_assistant_tokens",
-    "assistant_confidence_threshold",
-    "max_ngram_size",
-)
 
 # OVMS's built-in fallbacks for the drafting pipelines (docs: speculative / prompt lookup).
 DEFAULT_NUM_ASSISTANT_TOKENS = 5
@@ -70,30 +51,6 @@ _DRAFTING_FIELDS: dict[PipelineKind, frozenset[str]] = {
     PipelineKind.SPECULATIVE: frozenset({"num_assistant_tokens", "assistant_confidence_threshold"}),
     PipelineKind.PROMPT_LOOKUP: frozenset({"num_assistant_tokens", "max_ngram_size"}),
 }
-
-
-@dataclass(frozen=True)
-class ModelDefaults:
-    """The sampling defaults a model directory ships in ``generation_config.json``."""
-
-    values: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, model_dir: Path, path: Path | None = None) -> ModelDefaults:
-        """Read ``path`` (a graph's generation_config_path) or ``model_dir/generation_config.json``."""
-        path = path or model_dir / "generation_config.json"
-        if not path.is_file():
-            return cls()
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable %s: %s", path, exc)
-            return cls()
-        values = {key: raw[key] for key in _MODEL_DEFAULT_KEYS if raw.get(key) is not None}
-        # HF semantics: do_sample=false means greedy whatever temperature says.
-        if raw.get("do_sample") is False:
-            values["temperature"] = 0.0
-        return cls(values)
 
 
 def resolve_max_new_tokens(

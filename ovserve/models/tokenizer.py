@@ -27,7 +27,7 @@ import math
 from typing import Any
 
 from ovserve.errors import ContextLengthExceededError
-from ovserve.service.threads import started_thread
+from ovserve.models.threads import started_thread
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ and reads run concurrently, each bounded by ``--max_image_mb``. Then every image
 (Pillow decompresses nothing in ``Image.open``): per-image caps and the request's pixel budget
 (``--max_image_pixels_per_request``) are checked before any pixel is decoded. Decoding is
 sequential per request and at most :data:`DECODE_SLOTS` run at once in the process, each shrunk at
-once towards the model's input (:class:`ovserve.vision.ImageTarget`; JPEGs are decoded at reduced
+once towards the model's input (:class:`ovserve.models.vision.ImageTarget`; JPEGs are decoded at reduced
 scale), and each image's encoded bytes are dropped once it is decoded. So at most
 ``DECODE_SLOTS`` full-size images are alive in the server, and only the small arrays cross to the
 engine. Decoding (Pillow, a restricted set of formats) runs off the event loop.
@@ -52,10 +52,10 @@ import yarl
 from PIL import Image
 
 from ovserve import __version__
-from ovserve.config import ALL_MEDIA_DOMAINS, MediaSettings
 from ovserve.core.conversation import Image as ImageRef
 from ovserve.errors import MediaError, MediaFetchError, MediaNotAllowedError, MediaTooLargeError
-from ovserve.vision import ImageTarget
+from ovserve.models.vision import ImageTarget
+from ovserve.settings.schema import ALL_MEDIA_DOMAINS, MediaSettings
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Contract:
 
-- Inputs are counted on the model's tokenizer thread (:class:`~ovserve.service.tokenizer.PromptTokenizer`)
+- Inputs are counted on the model's tokenizer thread (:class:`~ovserve.models.tokenizer.PromptTokenizer`)
   before any engine work: an input over the model's limit is the client's 400 naming the input and
   both numbers, unless the graph sets ``truncate`` (the pipeline then cuts it at the limit, and it
   counts as that many tokens in ``usage``).
@@ -29,8 +29,8 @@ from ovserve.core.chat import template_messages
 from ovserve.dialects.openai.chat.adapter import messages_of
 from ovserve.errors import BadRequestError
 from ovserve.metrics import RequestRecorder
+from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.protocol import DetokenizeRequest, EmbeddingRequest, RerankRequest, TokenizeRequest
-from ovserve.service.models import ModelRegistry, ServedModel
 
 
 def _ready(model: ServedModel) -> ServedModel:

@@ -13,19 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ovserve.chat_template import ChatTemplate
-from ovserve.config import ModelSettings, ServerSettings, read_context_length
 from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNotFoundError
-from ovserve.generation_config import ModelDefaults
+from ovserve.models.admission import Admission
+from ovserve.models.chat_template import ChatTemplate
+from ovserve.models.defaults import ModelDefaults
+from ovserve.models.drafting import DraftingStats
+from ovserve.models.threads import started_thread
+from ovserve.models.tokenizer import PromptTokenizer
+from ovserve.models.vision import VisionModel
 from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
-from ovserve.service.admission import Admission
-from ovserve.service.drafting import DraftingStats
-from ovserve.service.threads import started_thread
-from ovserve.service.tokenizer import PromptTokenizer
-from ovserve.vision import VisionModel
+from ovserve.settings.schema import ModelSettings, ServerSettings, read_context_length
 
 log = logging.getLogger(__name__)
 

@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ovserve.service.threads import started_thread
+from ovserve.models.threads import started_thread
 
 log = logging.getLogger(__name__)
 

@@ -230,7 +230,7 @@ _OPTIONS_CLASSES = {
 
 @dataclass(frozen=True)
 class GraphSettings:
-    """What a graph's LLM node sets, as input to ``ovserve.config.ModelSettings``.
+    """What a graph's LLM node sets, as input to ``ovserve.settings.schema.ModelSettings``.
 
     ``values`` holds only the options the graph writes, keyed by the settings' names (options the
     graph omits take the schema's defaults); ``places`` says where each was written, so a value

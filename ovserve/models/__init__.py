@@ -1,0 +1,2 @@
+"""The served models: each one's engine client, tokenizer, template and limits, and the registry
+that finds them by name."""

@@ -1,1 +1,0 @@
-"""Turns API requests into engine jobs and engine output into API responses."""
