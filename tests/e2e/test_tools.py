@@ -140,7 +140,7 @@ def test_tool_choice_none_hides_the_tools(client: openai.OpenAI) -> None:
             {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nonsense"}}}},
             "response_format.json_schema.schema",
         ),
-        ({"response_format": {"type": "regex", "pattern": "(unclosed"}}, "response_format"),
+        ({"response_format": {"type": "regex", "pattern": "(unclosed"}}, "response_format.pattern"),
         ({"response_format": {"type": "yaml"}}, "response_format.type"),
     ],
 )
