@@ -250,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
             where, message = _flag_of(complaint.path), complaint.message
             print(f"ovserve: {where}: {message}" if where else f"ovserve: {message}", file=sys.stderr)
         return 2
+    if vars(args).get("api_key"):
+        log.warning(
+            "--api_key on the command line is readable by every local user (ps, /proc/<pid>/cmdline); "
+            "prefer --api_key_file or the OVSERVE_API_KEY environment variable"
+        )
     try:
         api_keys = ApiKeys(settings.api_key, settings.api_key_file)
     except (OSError, UnicodeError) as exc:

@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from ovserve.api import keys, table
-from ovserve.api.auth import ApiKeys, auth_middleware
+from ovserve.api.auth import ApiKeys, FailedAuthentications, auth_middleware
 from ovserve.api.drain import Drain
 from ovserve.api.routes import request_dialect
 from ovserve.core.chat import ChatGeneration
@@ -106,11 +106,17 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     reload them on SIGHUP)."""
     api_keys = api_keys if api_keys is not None else ApiKeys(settings.api_key, settings.api_key_file)
     drain = Drain()
+    metrics = ServerMetrics()
+    failures = FailedAuthentications(lambda reason: metrics.auth_failures.labels(reason=reason).inc())
     # Outermost first: errors become answers; a drain refuses before the key is even checked.
     middlewares = [
         error_middleware,
         drain.middleware(answered_while_draining=table.answered_while_draining),
-        auth_middleware(api_keys, is_open=functools.partial(table.is_open, metrics_public=settings.metrics_public)),
+        auth_middleware(
+            api_keys,
+            is_open=functools.partial(table.is_open, metrics_public=settings.metrics_public),
+            failures=failures,
+        ),
     ]
     app = web.Application(middlewares=middlewares, client_max_size=int(settings.max_request_mb * 1024 * 1024))
     app[keys.MEDIA] = MediaResolver(settings.media)
@@ -129,7 +135,7 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     )
     app[keys.RESPONSES] = ResponsesEndpoint(chat, store)
     app[keys.LOOP_LAG] = LoopLagMonitor()
-    app[keys.METRICS] = ServerMetrics()
+    app[keys.METRICS] = metrics
     app[keys.METRICS].watch(models, app[keys.LOOP_LAG], store)
     table.add_routes(app)
     app.cleanup_ctx.append(_engines)

@@ -167,6 +167,14 @@ class ServerMetrics:
             ["model", "endpoint", "outcome", "status"],
             registry=self.registry,
         )
+        self.auth_failures = Counter(
+            "ovserve_auth_failures",
+            "Requests refused for a missing or wrong API key, by reason (missing_key, invalid_key).",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in ("missing_key", "invalid_key"):
+            self.auth_failures.labels(reason=reason)  # exported as 0 before the first failure
         self._models: list[ServedModelView] = []
         self._loop_lag: LoopLagMonitor | None = None
         self._store: ResponseStoreView | None = None

@@ -14,6 +14,9 @@ Contract:
 - Health probes stay open (Kubernetes and load balancers carry no keys). ``/metrics`` needs a key
   unless ``--metrics_public``. ``/health`` answers without a key but then lists no model names.
 - Keys are never logged: only how many are configured and where they came from.
+- Every refused key is counted (:class:`FailedAuthentications`: ``ovserve_auth_failures_total`` by
+  reason) and logged as a WARNING with the peer's address, at most once a minute (a brute force of
+  thousands of keys is a few lines, each saying how many failures it stands for).
 - Who called: on every request it lets through to a handler other than the open paths above,
   the middleware puts :data:`CALLER` on the request: :func:`caller_digest` of the key presented
   (one key, one caller: what stored responses belong to), or None when the server has no keys
@@ -141,7 +144,43 @@ def is_authorized(request: web.Request, keys: ApiKeys) -> bool:
     return not keys.enabled or keys.accepts(presented_key(request))
 
 
-def auth_middleware(keys: ApiKeys, *, is_open: Callable[[web.Request], bool]) -> Middleware:
+# At most one WARNING about refused keys per this many seconds.
+_FAILURE_LOG_INTERVAL_S = 60.0
+
+
+class FailedAuthentications:
+    """Refused keys: counted by reason, logged with the peer's address (never the key), at most
+    one line per minute."""
+
+    def __init__(self, count: Callable[[str], None], *, interval_s: float = _FAILURE_LOG_INTERVAL_S) -> None:
+        self._count = count
+        self._interval_s = interval_s
+        self._last_logged: float | None = None
+        self._unlogged = 0  # failures since the last line
+        self._peers: dict[str, int] = {}
+
+    def record(self, reason: str, peer: str | None) -> None:
+        self._count(reason)
+        self._unlogged += 1
+        where = peer or "unknown"
+        self._peers[where] = self._peers.get(where, 0) + 1
+        now = time.monotonic()
+        if self._last_logged is not None and now - self._last_logged < self._interval_s:
+            return
+        busiest = sorted(self._peers.items(), key=lambda item: -item[1])[:3]
+        peers = ", ".join(f"{address} ({count})" for address, count in busiest)
+        log.warning(
+            "%d request(s) refused for a missing or wrong API key%s; from %s",
+            self._unlogged,
+            f" in the last {now - self._last_logged:.0f} s" if self._last_logged is not None else "",
+            peers,
+        )
+        self._last_logged, self._unlogged, self._peers = now, 0, {}
+
+
+def auth_middleware(
+    keys: ApiKeys, *, is_open: Callable[[web.Request], bool], failures: FailedAuthentications
+) -> Middleware:
     """Refuses a request without a valid key (401) unless ``is_open`` says its route needs none."""
 
     @web.middleware
@@ -156,6 +195,7 @@ def auth_middleware(keys: ApiKeys, *, is_open: Callable[[web.Request], bool]) ->
             assert presented is not None  # accepts() refuses a missing key
             request[CALLER] = caller_digest(presented)
             return await handler(request)
+        failures.record("missing_key" if presented is None else "invalid_key", request.remote)
         if presented is None:
             raise AuthenticationError(
                 "no API key: send 'Authorization: Bearer <key>' (or Azure's 'api-key' header)", code="missing_api_key"

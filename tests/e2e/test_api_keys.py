@@ -125,3 +125,36 @@ def test_env_key_and_open_server_warning(tiny_llm: Path, tmp_path: Path) -> None
         assert "sk-from-env" not in server.log()
     finally:
         server.stop()
+
+
+def test_a_thousand_wrong_keys_are_counted_logged_in_a_few_lines_and_never_written_down(
+    tiny_llm: Path, tmp_path: Path
+) -> None:
+    server = start_server(tmp_path, tiny_llm, env={"OVSERVE_API_KEY": KEY})
+    try:
+        wrong = [f"sk-brute-{attempt:04d}" for attempt in range(1000)]
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            statuses = {
+                http.post("/v3/chat/completions", json=CHAT, headers={"Authorization": f"Bearer {key}"}).status_code
+                for key in wrong
+            }
+            assert http.post("/v3/chat/completions", json=CHAT).status_code == 401  # no key at all
+            metrics = http.get("/metrics", headers={"Authorization": f"Bearer {KEY}"}).text
+        assert statuses == {401}
+        assert 'ovserve_auth_failures_total{reason="invalid_key"} 1000.0' in metrics
+        assert 'ovserve_auth_failures_total{reason="missing_key"} 1.0' in metrics
+        log = server.log()
+        warnings = [line for line in log.splitlines() if "refused for a missing or wrong API key" in line]
+        assert 1 <= len(warnings) <= 3, warnings
+        assert "127.0.0.1" in warnings[0]
+        assert not any(key in log for key in [*wrong, KEY])
+        assert "--api_key on the command line" not in log  # the key came from the environment
+    finally:
+        server.stop()
+
+
+def test_a_key_on_the_command_line_logs_a_warning_naming_the_safer_ways(keyed_server: Server) -> None:
+    log = keyed_server.log()
+    assert "--api_key on the command line is readable by every local user" in log
+    assert "--api_key_file" in log and "OVSERVE_API_KEY" in log
+    assert "sk-flag-key" not in log
