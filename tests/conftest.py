@@ -6,6 +6,7 @@ through real HTTP, the real engine process and the real pipeline.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -24,7 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR = Path(os.environ.get("OVSERVE_TEST_MODELS", str(ROOT / "models")))
-STARTUP_TIMEOUT_S = 180.0
+# A busy machine (a CI neighbour, two CPU-bound processes) can take minutes to load a model.
+STARTUP_TIMEOUT_S = 300.0
 
 
 def free_port() -> int:
@@ -96,6 +98,18 @@ class Server:
                 self.process.wait()
 
 
+def _die_with_the_test_process() -> None:
+    """In the server's child, before exec: SIGTERM when the test process dies, however it dies (a
+    test timing out, a killed run), so no server outlives the suite. Its engines follow it: their
+    pipe to the server closes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 def launch_server(
     tmp_path: Path,
     serve_args: list[str],
@@ -110,7 +124,12 @@ def launch_server(
     args = [sys.executable, "-m", "ovserve", "serve", *serve_args, "--host", "127.0.0.1", "--port", str(port)]
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
-            args, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=ROOT
+            args,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            cwd=ROOT,
+            preexec_fn=_die_with_the_test_process,
         )
     server = Server(process=process, port=port, log_path=log_path, model_name=model_name, args=args)
     if wait:
