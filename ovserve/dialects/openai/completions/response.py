@@ -1,11 +1,12 @@
 """The bodies ``POST /v3/completions`` answers with: a ``text_completion`` object, or a stream of
-them (see :mod:`ovserve.dialects.openai.common` for the conventions)."""
+them (see :mod:`ovserve.dialects.body` for the conventions)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from ovserve.dialects.openai.common import Body, Usage
+from ovserve.dialects.body import Body
+from ovserve.dialects.openai.common import Usage
 
 
 class CompletionLogprobs(Body):
