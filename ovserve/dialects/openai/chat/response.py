@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ovserve.dialects.body import Body
-from ovserve.dialects.openai.common import Usage
+from ovserve.dialects.openai.common import ErrorBody, Usage
 
 
 class TokenLogprob(Body):
@@ -92,3 +92,7 @@ class ChatCompletionChunk(Body):
     choices: list[ChunkChoice]
     # With stream_options.include_usage: null in every chunk but the last, which has no choices.
     usage: Usage | None = None
+
+
+# The data of each event of a stream (then ``data: [DONE]``): chunks, or an error once it has failed.
+ChatCompletionStreamEvent = ChatCompletionChunk | ErrorBody

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ovserve.dialects.body import Body
-from ovserve.dialects.openai.common import Usage
+from ovserve.dialects.openai.common import ErrorBody, Usage
 
 
 class CompletionLogprobs(Body):
@@ -34,3 +34,7 @@ class Completion(Body):
     # Always in a unary answer; in a stream only with stream_options.include_usage (null in every
     # chunk but the last, which has no choices).
     usage: Usage | None = None
+
+
+# The data of each event of a stream (then ``data: [DONE]``): chunks, or an error once it has failed.
+CompletionStreamEvent = Completion | ErrorBody
