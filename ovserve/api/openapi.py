@@ -24,27 +24,45 @@ here:
   Schema cannot state simply (``stream_options`` only with ``stream``, ``best_of >= n``...) are left
   out: the document accepts a little more than the server.
 
-The success bodies of the retrieval endpoints are described here (their services build plain
-dicts, not models); the generation endpoints' are left open (their shapes are OpenAI's, checked
-against OpenAI's own document by the e2e tests). Every error is OpenAI's shape (``ErrorResponse``),
-each operation listing the statuses it can answer.
+The success bodies are the serialization schemas of the response models the endpoints answer
+with (``ovserve.dialects``: :class:`~ovserve.dialects.body.Body` and its subclasses), so they cannot
+drift either: what a schema requires is what every body carries, and no body has a key its schema
+does not list (but for the request settings a response echoes as the client sent them). A streamed
+answer (``text/event-stream``) is described by the schema of each event's ``data``: a union of the
+events (chat and completions: chunks, or the error that ends a failed stream, then ``[DONE]``; the
+Responses API: its events, told apart by ``type``). ``tests/fast/test_openapi_bodies.py`` and
+``tests/e2e/test_retrieval.py`` check real answers against this document. Every error is OpenAI's
+shape (``ErrorBody``), each operation listing the statuses it can answer.
 
-The bodies stay open (``additionalProperties: true``): other servers' fields are mapped, ignored or
-refused by :mod:`ovserve.api.field_policy`, and unknown ones are accepted and logged.
+The request bodies stay open (``additionalProperties: true``): other servers' fields are mapped,
+ignored or refused by :mod:`ovserve.api.field_policy`, and unknown ones are accepted and logged.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 
 from ovserve import __version__
 from ovserve.api import keys
+from ovserve.dialects.body import Body
+from ovserve.dialects.openai.chat.response import ChatCompletion, ChatCompletionStreamEvent
+from ovserve.dialects.openai.common import ErrorBody
+from ovserve.dialects.openai.completions.response import Completion, CompletionStreamEvent
+from ovserve.dialects.openai.responses.response import Response, ResponseStreamEvent
+from ovserve.dialects.openai.retrieval_response import (
+    DetokenizeResponse,
+    EmbeddingResponse,
+    RerankResponse,
+    TokenizeResponse,
+)
 from ovserve.protocol import (
     MAX_STOP_SEQUENCES,
     ChatCompletionRequest,
@@ -59,7 +77,7 @@ from ovserve.protocol_responses import ResponsesRequest
 
 _REF = "#/components/schemas/{model}"
 
-# What each documented error status means here; the body is always ErrorResponse.
+# What each documented error status means here; the body is always ErrorBody.
 _ERRORS = {
     "400": "The body is not valid JSON or not a valid request, or asks for something unsupported",
     "404": "'model' names no model served here",
@@ -76,110 +94,19 @@ _RETRIEVAL_ERRORS = ("400", "404", "413", "415", "429", "503", "504")
 # Tokenize/detokenize need only the tokenizer (in this process): they answer while the engine loads.
 _TOKENIZER_ERRORS = ("400", "404", "413", "415")
 
-_GENERATION_200: dict[str, Any] = {
-    "description": "The completion (JSON), or server-sent events when 'stream' is true",
-    "content": {
-        "application/json": {"schema": {"type": "object"}},
-        "text/event-stream": {"schema": {"type": "string"}},
-    },
-}
-
-_USAGE: dict[str, Any] = {
-    "type": "object",
-    "properties": {"prompt_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"}},
-    "required": ["prompt_tokens", "total_tokens"],
-}
-
-# The success bodies RetrievalService builds (ovserve.dialects.openai.retrieval).
-_RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
-    "EmbeddingResponse": {
-        "type": "object",
-        "properties": {
-            "object": {"const": "list"},
-            "data": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "object": {"const": "embedding"},
-                        "index": {"type": "integer", "minimum": 0},
-                        # "base64": the float32 values' little-endian bytes.
-                        "embedding": {"anyOf": [{"type": "array", "items": {"type": "number"}}, {"type": "string"}]},
-                    },
-                    "required": ["object", "index", "embedding"],
-                },
-            },
-            "model": {"type": "string"},
-            "usage": _USAGE,
-        },
-        "required": ["object", "data", "model", "usage"],
-    },
-    "RerankResponse": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"},
-            "model": {"type": "string"},
-            "results": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "index": {"type": "integer", "minimum": 0},
-                        "relevance_score": {"type": "number"},
-                        "document": {
-                            "type": "object",
-                            "properties": {"text": {"type": "string"}},
-                            "required": ["text"],
-                        },
-                    },
-                    "required": ["index", "relevance_score"],
-                },
-            },
-            "usage": _USAGE,
-        },
-        "required": ["id", "model", "results", "usage"],
-    },
-    "TokenizeResponse": {
-        "type": "object",
-        "properties": {
-            "tokens": {
-                "anyOf": [
-                    {"type": "array", "items": {"type": "integer"}},
-                    {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {"id": {"type": "integer"}, "piece": {"type": "string"}},
-                            "required": ["id", "piece"],
-                        },
-                    },
-                ]
-            }
-        },
-        "required": ["tokens"],
-    },
-    "DetokenizeResponse": {
-        "type": "object",
-        "properties": {"content": {"type": "string"}},
-        "required": ["content"],
-    },
-}
-
-
-def _json_200(description: str, schema_name: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": _REF.format(model=schema_name)}}},
-    }
+_STREAMED = "The answer, or server-sent events when 'stream' is true"
 
 
 @dataclass(frozen=True)
 class _Operation:
     path: str
-    model: type[BaseModel]
+    model: type[BaseModel]  # the request body
     summary: str
-    success: dict[str, Any]
+    answer: type[Body]  # the JSON answer
+    description: str  # what the answer is
     errors: tuple[str, ...]
+    # The schema name and type of each server-sent event's data when "stream" is true; None: no stream.
+    events: tuple[str, Any] | None = None
     # The task a model must serve (its "model" enum lists those models); None: any served model.
     task: str | None = None
 
@@ -187,27 +114,38 @@ class _Operation:
 # /v1 and the bare paths are aliases of /v3 and are not repeated.
 _OPERATIONS: tuple[_Operation, ...] = (
     _Operation(
-        "/v3/chat/completions", ChatCompletionRequest, "Create a chat completion", _GENERATION_200, _GENERATION_ERRORS
+        "/v3/chat/completions",
+        ChatCompletionRequest,
+        "Create a chat completion",
+        ChatCompletion,
+        _STREAMED,
+        _GENERATION_ERRORS,
+        events=("ChatCompletionStreamEvent", ChatCompletionStreamEvent),
     ),
     _Operation(
         "/v3/completions",
         CompletionRequest,
         "Create a text completion (legacy, no chat template)",
-        _GENERATION_200,
+        Completion,
+        _STREAMED,
         _GENERATION_ERRORS,
+        events=("CompletionStreamEvent", CompletionStreamEvent),
     ),
     _Operation(
         "/v3/responses",
         ResponsesRequest,
         "Create a model response (OpenAI's Responses API)",
-        _GENERATION_200,
+        Response,
+        _STREAMED + " (each named by an 'event:' line, no [DONE])",
         _GENERATION_ERRORS,
+        events=("ResponseStreamEvent", ResponseStreamEvent),
     ),
     _Operation(
         "/v3/embeddings",
         EmbeddingRequest,
         "Create embeddings (OpenAI's shape)",
-        _json_200("One embedding per input, in input order", "EmbeddingResponse"),
+        EmbeddingResponse,
+        "One embedding per input, in input order",
         _RETRIEVAL_ERRORS,
         task="embeddings",
     ),
@@ -215,7 +153,8 @@ _OPERATIONS: tuple[_Operation, ...] = (
         "/v3/rerank",
         RerankRequest,
         "Score documents against a query (OVMS's and Cohere's shape)",
-        _json_200("The documents by relevance, highest first", "RerankResponse"),
+        RerankResponse,
+        "The documents by relevance, highest first",
         _RETRIEVAL_ERRORS,
         task="rerank",
     ),
@@ -223,36 +162,19 @@ _OPERATIONS: tuple[_Operation, ...] = (
         "/v3/tokenize",
         TokenizeRequest,
         "Tokenize text, or chat messages rendered with the chat template (llama.cpp's shape)",
-        _json_200("The token ids, with their pieces when 'with_pieces' is true", "TokenizeResponse"),
+        TokenizeResponse,
+        "The token ids, with their pieces when 'with_pieces' is true",
         _TOKENIZER_ERRORS,
     ),
     _Operation(
         "/v3/detokenize",
         DetokenizeRequest,
         "Decode token ids to text (llama.cpp's shape)",
-        _json_200("The decoded text", "DetokenizeResponse"),
+        DetokenizeResponse,
+        "The decoded text",
         _TOKENIZER_ERRORS,
     ),
 )
-
-_ERROR_SCHEMA: dict[str, Any] = {
-    "title": "ErrorResponse",
-    "description": "OpenAI's error shape.",
-    "type": "object",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {
-                "message": {"type": "string"},
-                "type": {"type": "string"},
-                "param": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-                "code": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-            },
-            "required": ["message", "type", "param", "code"],
-        }
-    },
-    "required": ["error"],
-}
 
 _ANNOTATIONS = ("title", "description", "default", "examples")
 
@@ -307,28 +229,52 @@ def _request_schema(schema: dict[str, Any], model_names: list[str], sampling: bo
     return {**schema, "properties": properties}
 
 
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": _REF.format(model=name)}
+
+
 def _operation(operation: _Operation) -> dict[str, Any]:
-    error = {"application/json": {"schema": {"$ref": _REF.format(model="ErrorResponse")}}}
-    responses: dict[str, Any] = {"200": operation.success}
+    error = {"application/json": {"schema": _ref(ErrorBody.__name__)}}
+    content = {"application/json": {"schema": _ref(operation.answer.__name__)}}
+    if operation.events is not None:
+        content["text/event-stream"] = {"schema": _ref(operation.events[0])}
+    responses: dict[str, Any] = {"200": {"description": operation.description, "content": content}}
     responses.update({status: {"description": _ERRORS[status], "content": error} for status in operation.errors})
     name = operation.model.__name__
     return {
         "summary": operation.summary,
         "operationId": name,
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": {"$ref": _REF.format(model=name)}}},
-        },
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(name)}}},
         "responses": responses,
     }
+
+
+@functools.cache
+def _schemas() -> dict[str, Any]:
+    """The request models (validation) and the answers, stream events and error body (serialization),
+    with every model they use, as one set of components. A stream's union of events is a component
+    of its own. Built once (pydantic takes tens of milliseconds, on the event loop); callers copy it."""
+    inputs: list[tuple[str, JsonSchemaMode, Any]] = []
+    for operation in _OPERATIONS:
+        inputs.append((operation.model.__name__, "validation", operation.model.__pydantic_core_schema__))
+        inputs.append((operation.answer.__name__, "serialization", operation.answer.__pydantic_core_schema__))
+        if operation.events is not None:
+            name, events = operation.events
+            inputs.append((name, "serialization", TypeAdapter(events).core_schema))
+    inputs.append((ErrorBody.__name__, "serialization", ErrorBody.__pydantic_core_schema__))
+    generated, definitions = GenerateJsonSchema(ref_template=_REF).generate_definitions(inputs)
+    schemas: dict[str, Any] = {str(name): schema for name, schema in definitions.items()}
+    for operation in _OPERATIONS:
+        if operation.events is not None:
+            name = operation.events[0]
+            schemas[name] = generated[(name, "serialization")]
+    return schemas
 
 
 def openapi_document(served: Mapping[str, str]) -> dict[str, Any]:
     """The OpenAPI 3.1 document for a server serving ``served`` (model name -> task)."""
     names = sorted(served)
-    models = [operation.model for operation in _OPERATIONS]
-    _, top = models_json_schema([(model, "validation") for model in models], ref_template=_REF)
-    schemas: dict[str, Any] = dict(top.get("$defs", {}))
+    schemas = copy.deepcopy(_schemas())
     for operation in _OPERATIONS:
         name = operation.model.__name__
         for_task = [model for model in names if served[model] == operation.task]
@@ -338,8 +284,6 @@ def openapi_document(served: Mapping[str, str]) -> dict[str, Any]:
         schemas[name] = _request_schema(schemas[name], enum, issubclass(operation.model, SamplingRequest))
     schemas["ChatMessage"] = {**schemas["ChatMessage"], "anyOf": _MESSAGE_CONTENT_RULE}
     schemas["TokenizeRequest"] = {**schemas["TokenizeRequest"], "oneOf": _TOKENIZE_SOURCE_RULE}
-    schemas["ErrorResponse"] = _ERROR_SCHEMA
-    schemas.update(_RESPONSE_SCHEMAS)
     return {
         "openapi": "3.1.0",
         "info": {"title": "ovserve", "version": __version__},

@@ -18,8 +18,8 @@ from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_p
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.core.job import Job
+from ovserve.dialects.body import Body as BodyModel
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
-from ovserve.dialects.openai.common import Body as BodyModel
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.store import OPEN_OWNER
 from ovserve.engine.client import EngineState
@@ -110,8 +110,8 @@ class Call(Protocol):
     def streaming(self) -> bool: ...
 
 
-# What a dialect's adapter answers with: a response model, or (Responses, for now) its JSON object.
-Answer = BodyModel | dict[str, Any]
+# What a dialect's adapter answers with: one of its response models.
+Answer = BodyModel
 CallT = TypeVar("CallT", bound=Call)
 ParsedT = TypeVar("ParsedT", contravariant=True)
 

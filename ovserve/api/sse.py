@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ovserve.dialects.openai.common import Body
+from ovserve.dialects.body import Body
 
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
@@ -48,7 +48,7 @@ class SSEWriter:
 
 class NamedEventWriter(SSEWriter):
     async def send(self, payload: Any) -> None:
-        kind = payload["type"] if isinstance(payload, dict) else payload.type
+        kind = payload.type  # every named event is a response model with its "type"
         await self.response.write(f"event: {kind}\ndata: {dumps(payload)}\n\n".encode())
 
     async def done(self) -> None:

@@ -8,7 +8,6 @@ come out whole (a call is emitted once its closing marker arrived and its JSON d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ovserve.parsers.base import (
     ReasoningFormat,
@@ -79,21 +78,3 @@ class ChoiceOutput:
             self.calls.append(call)
             out.tool_calls.append(call)
         return out
-
-
-def tool_call_object(call: ToolCall, index: int) -> dict[str, Any]:
-    return {
-        "index": index,
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    }
-
-
-def tool_call_deltas(call: ToolCall, index: int) -> list[dict[str, Any]]:
-    """OpenAI's streaming shape: id, type and name first, then the arguments (concatenating the
-    ``arguments`` pieces gives exactly the final JSON)."""
-    return [
-        {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}},
-        {"index": index, "function": {"arguments": call.arguments}},
-    ]

@@ -20,6 +20,7 @@ import openai
 import pytest
 
 from tests.conftest import ROOT, Server, start_config_server, start_server
+from tests.served_openapi import ServedSchemas
 
 EMBED, RERANK, LLM = "tiny-embed", "tiny-rerank", "tiny-llm"
 TEXTS = ["hello world", "def f(x): return x + 1", "import os, sys", "The sea is calm tonight."]
@@ -357,6 +358,30 @@ def test_bad_tokenize_requests_are_400(repository_server: Server, path: str, bod
 
 
 # -- operations -----------------------------------------------------------------------------------
+
+
+ANSWERED = [
+    ("/v3/embeddings", {"model": EMBED, "input": TEXTS}),
+    ("/v3/embeddings", {"model": EMBED, "input": "hello world", "encoding_format": "base64"}),
+    ("/v3/rerank", {"model": RERANK, "query": "code", "documents": TEXTS, "top_n": 2, "return_documents": True}),
+    ("/v3/rerank", {"model": RERANK, "query": "code", "documents": [{"text": text} for text in TEXTS]}),
+    ("/v3/tokenize", {"model": LLM, "content": "hello world"}),
+    ("/v3/tokenize", {"model": EMBED, "content": "hello world", "with_pieces": True}),
+    ("/v3/tokenize", {"model": LLM, "messages": [{"role": "user", "content": "hi"}], "with_pieces": True}),
+    ("/v3/tokenize", {"model": LLM, "content": ""}),
+    ("/v3/detokenize", {"model": LLM, "tokens": [1, 2, 3]}),
+    ("/v3/detokenize", {"model": LLM, "tokens": []}),
+]
+
+
+def test_every_retrieval_answer_matches_the_served_openapi_document(repository_server: Server) -> None:
+    schemas = ServedSchemas(httpx.get(f"{repository_server.url}/openapi.json", timeout=10).json())
+    tokenized = {"model": EMBED, "content": "hello world", "add_special": False}
+    ids = httpx.post(f"{repository_server.url}/v3/tokenize", json=tokenized, timeout=30).json()["tokens"]
+    for path, body in [*ANSWERED, ("/v3/embeddings", {"model": EMBED, "input": [ids, ids[:1]]})]:
+        response = httpx.post(f"{repository_server.url}{path}", json=body, timeout=60)
+        assert response.status_code == 200, (path, body, response.text)
+        schemas.validate_answer(path, response.json())
 
 
 def test_each_model_has_readiness_and_its_requests_are_counted_in_metrics(repository_server: Server) -> None:

@@ -188,7 +188,7 @@ async def test_responses_renders_scripted_steps_as_items_and_numbered_events() -
     endpoint = ResponsesEndpoint(ScriptedCore(ScriptedJob(script)), NO_STORE)  # type: ignore[arg-type]
     request = ResponsesRequest.model_validate({"model": "scripted", "input": "x", "stream": True})
     prepared = await endpoint.prepare(request, "caller")
-    events = [event async for event in endpoint.stream(prepared)]
+    events = [event.dump() async for event in endpoint.stream(prepared)]
     kinds = [event["type"] for event in events]
     assert kinds[:2] == ["response.created", "response.in_progress"]
     assert "response.reasoning_text.delta" in kinds and "response.output_text.delta" in kinds

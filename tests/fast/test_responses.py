@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ovserve.api import keys
+from ovserve.dialects.openai.responses.store import OPEN_OWNER
 from ovserve.engine.messages import AddRequest
 from ovserve.parsers import reasoning_parser
 from tests.fast.harness import eventually, fast_model
@@ -326,3 +328,15 @@ async def test_a_model_that_says_nothing_gets_an_empty_message(serve) -> None:
     assert final_response(events)["output"][0]["content"][0]["text"] == ""
     for event in events:
         validate(event, "ResponseStreamEvent")
+
+
+async def test_a_function_call_stored_by_an_older_version_reads_back_without_its_empty_content(serve) -> None:
+    # Up to a589b3f a response's function_call items carried "content": [] (stored that way too).
+    served = await serve(fast_model(reply(*CALL_PIECES)))
+    status, created = await served.post("/v3/responses", {"input": "Weather in Paris?", "tools": [TOOL]})
+    assert status == 200 and "content" not in created["output"][0]
+    legacy = {**created, "id": "resp_legacy", "output": [{**created["output"][0], "content": []}]}
+    assert await served.client.app[keys.RESPONSES].store.put(legacy, [], owner=OPEN_OWNER)
+    async with served.client.get("/v3/responses/resp_legacy") as response:
+        assert response.status == 200
+        assert await response.json() == {**created, "id": "resp_legacy"}

@@ -123,6 +123,22 @@ async def test_openapi_model_enum_lists_the_models_serving_the_task() -> None:
     assert only_llm["EmbeddingRequest"]["properties"]["model"]["enum"] == ["tiny-llm"]
 
 
+async def test_openapi_success_bodies_are_the_response_models_each_under_its_own_name() -> None:
+    document = await served_document()
+    schemas = document["components"]["schemas"]
+    # Two models of one name would get pydantic's "-Input"/"-Output" or module-qualified names.
+    assert [name for name in schemas if not name.isidentifier()] == []
+    for path in PATHS:
+        content = document["paths"][path]["post"]["responses"]["200"]["content"]
+        answer = content["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+        assert schemas[answer]["additionalProperties"] is False, path
+        if path in GENERATION:
+            events = content["text/event-stream"]["schema"]["$ref"].rsplit("/", 1)[-1]
+            assert "anyOf" in schemas[events] or "oneOf" in schemas[events], path
+        else:
+            assert "text/event-stream" not in content, path
+
+
 async def test_openapi_request_bodies_stay_open_to_other_servers_fields() -> None:
     document = await served_document()
     for model in PATHS.values():

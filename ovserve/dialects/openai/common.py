@@ -1,28 +1,11 @@
-"""What OpenAI's chat and text-completion bodies share: the response-model base, the usage object.
-
-Response models are written with every always-present field required (``object`` included) and
-every optional key defaulting to ``None``; :meth:`Body.encode` leaves out what was never set, so a
-key is absent rather than null exactly where OpenAI leaves it out (a delta's ``role``, a usage's
-``prompt_tokens_details``), and null where OpenAI sends null (``finish_reason``, ``logprobs``).
-``/openapi.json`` describes the success bodies from these models.
-"""
+"""What OpenAI's chat and text-completion bodies share: the usage object, the error shape (see
+:mod:`ovserve.dialects.body` for how response models are written)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from ovserve.core.job import Usage as CoreUsage
+from ovserve.dialects.body import Body
 from ovserve.errors import OvserveError
-
-
-class Body(BaseModel):
-    """A response body or a piece of one."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    def encode(self) -> str:
-        """The JSON text sent to the client."""
-        return self.model_dump_json(exclude_unset=True, by_alias=True)
 
 
 class PromptTokensDetails(Body):

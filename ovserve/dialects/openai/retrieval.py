@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import uuid
-from typing import Any
 
 import numpy as np
 
@@ -27,6 +26,17 @@ import numpy as np
 # counts exactly the prompt /chat/completions would send.
 from ovserve.core.chat import template_messages
 from ovserve.dialects.openai.chat.adapter import messages_of
+from ovserve.dialects.openai.retrieval_response import (
+    DetokenizeResponse,
+    Embedding,
+    EmbeddingResponse,
+    PromptUsage,
+    RerankedDocument,
+    RerankResponse,
+    RerankResult,
+    TokenizeResponse,
+    TokenPiece,
+)
 from ovserve.errors import BadRequestError
 from ovserve.metrics import RequestRecorder
 from ovserve.models.served import ModelRegistry, ServedModel
@@ -72,7 +82,7 @@ class RetrievalService:
 
     # -- embeddings -----------------------------------------------------------------------------
 
-    async def embed(self, request: EmbeddingRequest, recorder: RequestRecorder) -> dict[str, Any]:
+    async def embed(self, request: EmbeddingRequest, recorder: RequestRecorder) -> EmbeddingResponse:
         model = self.models.get(request.model)
         model.require_task("embeddings")
         recorder.model = model.name
@@ -115,11 +125,10 @@ class RetrievalService:
         if request.dimensions is not None:
             vectors = self._shorten(model, vectors, request.dimensions)
         data = [
-            {"object": "embedding", "index": index, "embedding": _encode_vector(vector, request.encoding_format)}
+            Embedding(object="embedding", index=index, embedding=_encode_vector(vector, request.encoding_format))
             for index, vector in enumerate(vectors)
         ]
-        usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
-        return {"object": "list", "data": data, "model": model.name, "usage": usage}
+        return EmbeddingResponse(object="list", data=data, model=model.name, usage=PromptUsage.of(prompt_tokens))
 
     @staticmethod
     def _shorten(model: ServedModel, vectors: np.ndarray, dimensions: int) -> np.ndarray:
@@ -138,7 +147,7 @@ class RetrievalService:
 
     # -- rerank ---------------------------------------------------------------------------------
 
-    async def rerank(self, request: RerankRequest, recorder: RequestRecorder) -> dict[str, Any]:
+    async def rerank(self, request: RerankRequest, recorder: RequestRecorder) -> RerankResponse:
         model = self.models.get(request.model)
         model.require_task("rerank")
         recorder.model = model.name
@@ -176,18 +185,19 @@ class RetrievalService:
         order = sorted(range(len(scores)), key=lambda index: scores[index], reverse=True)
         if request.top_n is not None:
             order = order[: request.top_n]
-        results: list[dict[str, Any]] = []
+        results: list[RerankResult] = []
         for index in order:
-            result: dict[str, Any] = {"index": index, "relevance_score": scores[index]}
+            result = RerankResult(index=index, relevance_score=scores[index])
             if request.return_documents:
-                result["document"] = {"text": documents[index]}
+                result.document = RerankedDocument(text=documents[index])
             results.append(result)
-        usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
-        return {"id": f"rerank-{uuid.uuid4().hex}", "model": model.name, "results": results, "usage": usage}
+        return RerankResponse(
+            id=f"rerank-{uuid.uuid4().hex}", model=model.name, results=results, usage=PromptUsage.of(prompt_tokens)
+        )
 
     # -- tokenizer ------------------------------------------------------------------------------
 
-    async def tokenize(self, request: TokenizeRequest) -> dict[str, Any]:
+    async def tokenize(self, request: TokenizeRequest) -> TokenizeResponse:
         model = self._model(request.model)
         if request.messages is not None:
             model.require_task("text_generation")
@@ -201,10 +211,12 @@ class RetrievalService:
             assert request.content is not None
             ids = await model.tokenizer.encode(request.content, add_special_tokens=request.add_special)
         if not request.with_pieces:
-            return {"tokens": ids}
+            return TokenizeResponse(tokens=ids)
         pieces = await model.tokenizer.pieces(ids)
-        return {"tokens": [{"id": token, "piece": piece} for token, piece in zip(ids, pieces, strict=True)]}
+        return TokenizeResponse(
+            tokens=[TokenPiece(id=token, piece=piece) for token, piece in zip(ids, pieces, strict=True)]
+        )
 
-    async def detokenize(self, request: DetokenizeRequest) -> dict[str, Any]:
+    async def detokenize(self, request: DetokenizeRequest) -> DetokenizeResponse:
         model = self._model(request.model)
-        return {"content": await model.tokenizer.decode(request.tokens, skip_special_tokens=False)}
+        return DetokenizeResponse(content=await model.tokenizer.decode(request.tokens, skip_special_tokens=False))

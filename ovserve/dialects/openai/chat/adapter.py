@@ -225,8 +225,8 @@ def _message_body(content: str, reasoning: str, calls: list[ParsedToolCall]) -> 
         # OpenAI: content is null when the answer is only tool calls.
         message.content = content if content.strip() else None
         message.tool_calls = [
-            body.ToolCall(
-                id=call.id, type="function", function=body.FunctionCall(name=call.name, arguments=call.arguments)
+            body.MessageToolCall(
+                id=call.id, type="function", function=body.CalledFunction(name=call.name, arguments=call.arguments)
             )
             for call in calls
         ]

@@ -1,11 +1,12 @@
 """The bodies ``POST /v3/chat/completions`` answers with: a ``chat.completion`` or a stream of
-``chat.completion.chunk`` objects (see :mod:`ovserve.dialects.openai.common` for the conventions)."""
+``chat.completion.chunk`` objects (see :mod:`ovserve.dialects.body` for the conventions)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from ovserve.dialects.openai.common import Body, Usage
+from ovserve.dialects.body import Body
+from ovserve.dialects.openai.common import ErrorBody, Usage
 
 
 class TokenLogprob(Body):
@@ -20,15 +21,15 @@ class ChoiceLogprobs(Body):
     refusal: None
 
 
-class FunctionCall(Body):
+class CalledFunction(Body):
     name: str
     arguments: str
 
 
-class ToolCall(Body):
+class MessageToolCall(Body):
     id: str
     type: Literal["function"]
-    function: FunctionCall
+    function: CalledFunction
 
 
 class AssistantMessage(Body):
@@ -36,7 +37,7 @@ class AssistantMessage(Body):
     content: str | None
     refusal: None
     reasoning_content: str | None = None  # OVMS, vLLM, DeepSeek: the reasoning parser's output
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[MessageToolCall] | None = None
 
 
 class Choice(Body):
@@ -91,3 +92,7 @@ class ChatCompletionChunk(Body):
     choices: list[ChunkChoice]
     # With stream_options.include_usage: null in every chunk but the last, which has no choices.
     usage: Usage | None = None
+
+
+# The data of each event of a stream (then ``data: [DONE]``): chunks, or an error once it has failed.
+ChatCompletionStreamEvent = ChatCompletionChunk | ErrorBody

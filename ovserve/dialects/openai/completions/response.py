@@ -1,11 +1,12 @@
 """The bodies ``POST /v3/completions`` answers with: a ``text_completion`` object, or a stream of
-them (see :mod:`ovserve.dialects.openai.common` for the conventions)."""
+them (see :mod:`ovserve.dialects.body` for the conventions)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from ovserve.dialects.openai.common import Body, Usage
+from ovserve.dialects.body import Body
+from ovserve.dialects.openai.common import ErrorBody, Usage
 
 
 class CompletionLogprobs(Body):
@@ -33,3 +34,7 @@ class Completion(Body):
     # Always in a unary answer; in a stream only with stream_options.include_usage (null in every
     # chunk but the last, which has no choices).
     usage: Usage | None = None
+
+
+# The data of each event of a stream (then ``data: [DONE]``): chunks, or an error once it has failed.
+CompletionStreamEvent = Completion | ErrorBody

@@ -30,10 +30,11 @@ moment, which is neither the client's fault (400) nor an unknown id (404).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import TypeAdapter
 
@@ -55,7 +56,30 @@ from ovserve.core.conversation import (
     ToolCall,
     ToolChoice,
 )
-from ovserve.dialects.openai.responses.events import Item, OutputBuilder, copy_item, new_id
+from ovserve.dialects.openai.responses.events import OutputBuilder, new_id
+from ovserve.dialects.openai.responses.response import (
+    FailureCode,
+    IncompleteDetails,
+    ItemStatus,
+    OutputItem,
+    Response,
+    ResponseCompletedEvent,
+    ResponseCreatedEvent,
+    ResponseDeleted,
+    ResponseError,
+    ResponseFailedEvent,
+    ResponseFunctionTool,
+    ResponseIncompleteEvent,
+    ResponseInProgressEvent,
+    ResponseReasoning,
+    ResponseStatus,
+    ResponseStreamEvent,
+    ResponseText,
+    ResponseToolChoice,
+    ResponseUsage,
+    TextFormat,
+    TextFormatText,
+)
 from ovserve.dialects.openai.responses.store import ResponseStore, StoreFault
 from ovserve.errors import BadRequestError, NotFoundError, OvserveError, ServiceUnavailableError
 from ovserve.protocol import ConstStringFormat, JSONObjectFormat
@@ -78,13 +102,12 @@ from ovserve.protocol_responses import InputItem as InputItemUnion
 # not back in a second, and a retry sooner only adds load.
 STORE_RETRY_AFTER_S = 5
 # OpenAI's error codes a response.failed event may carry; anything else reads server_error.
-_FAILURE_CODES = frozenset(
-    {"server_error", "rate_limit_exceeded", "invalid_prompt", "invalid_image", "image_too_large"}
-)
+_FAILURE_CODES: dict[str | None, FailureCode] = {code: code for code in get_args(FailureCode)}
 
 InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem
 # Stored items are read back through the request's own item models.
 _STORED_ITEM: TypeAdapter[InputItem] = TypeAdapter(InputItemUnion)
+_TEXT_FORMAT: TypeAdapter[TextFormat] = TypeAdapter(TextFormat)
 
 
 # -- request: Responses -> Conversation ---------------------------------------------------------
@@ -152,17 +175,13 @@ def _parts(item: MessageItem, inner: Callable[[str], str]) -> list[Part]:
     return parts
 
 
-def dump_item(item: InputItem) -> Item:
-    return item.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-def conversation_of(request: ResponsesRequest, history: list[Item]) -> Conversation:
+def conversation_of(request: ResponsesRequest, history: list[InputItem]) -> Conversation:
     """The conversation of ``request`` after ``history`` (stored items)."""
     messages = _Messages()
     if request.instructions is not None:
         messages.add(Message("system", "instructions", [Text(request.instructions, "instructions")]))
     for stored in history:
-        messages.add_item(_STORED_ITEM.validate_python(stored), "previous_response_id", whole=True)
+        messages.add_item(stored, "previous_response_id", whole=True)
     if isinstance(request.input, str):
         messages.add(Message("user", "input", [Text(request.input, "input")]))
     else:
@@ -221,12 +240,12 @@ class ResponsesCall:
 
     request: ResponsesRequest
     job: ChatJob
-    conversation: list[Item]  # history + this input, as items
+    conversation: list[InputItem]  # history + this input, as items
     store: bool  # the response is kept once it completes
     owner: str  # whose stored response it becomes
     id: str = field(default_factory=lambda: new_id("resp"))
-    sequence_number: int = 0  # the stream's next event number
-    output: list[Item] = field(default_factory=list)  # the output items so far (OutputBuilder's)
+    numbers: Iterator[int] = field(default_factory=itertools.count)  # the stream's event numbers
+    output: list[OutputItem] = field(default_factory=list)  # the output items so far (OutputBuilder's)
 
     @property
     def streaming(self) -> bool:
@@ -243,20 +262,19 @@ class ResponsesEndpoint:
 
     async def prepare(self, request: ResponsesRequest, caller: str) -> ResponsesCall:
         """The job of ``request`` from ``caller``, who may continue only their own responses."""
-        history: list[Item] = []
+        history: list[InputItem] = []
         if request.previous_response_id is not None:
             history = await self._history(request.previous_response_id, caller)
         job = await self.generation.prepare(conversation_of(request, history))
-        items = [dump_item(item) for item in request.items]
         return ResponsesCall(
             request=request,
             job=job,
-            conversation=[*history, *items],
+            conversation=[*history, *request.items],
             store=request.store and self.store.enabled,
             owner=caller,
         )
 
-    async def _history(self, response_id: str, owner: str) -> list[Item]:
+    async def _history(self, response_id: str, owner: str) -> list[InputItem]:
         if not self.store.enabled:
             raise BadRequestError(
                 "previous_response_id needs the response store, which this server runs without "
@@ -272,106 +290,93 @@ class ResponsesEndpoint:
                 f"no stored response '{response_id}' (never stored, deleted, or evicted from the store)",
                 param="previous_response_id",
             )
-        return stored.conversation
+        return [_STORED_ITEM.validate_python(item) for item in stored.conversation]
 
     # -- unary ----------------------------------------------------------------------------
 
-    async def complete(self, call: ResponsesCall) -> Item:
-        builder = OutputBuilder(call.output)
+    async def complete(self, call: ResponsesCall) -> Response:
+        builder = OutputBuilder(call.output, call.numbers)
         async with contextlib.aclosing(call.job.steps()) as steps:
             async for step in steps:
                 builder.push(step)
         status = _status(call)
         builder.finish(_item_status(status))
-        response = self.response_object(call, status, builder.items, usage=self.usage(call))
+        response = self.response_object(call, status, usage=ResponseUsage.of(call.job.usage))
         await self._keep(call, response)
         return response
 
     # -- stream ---------------------------------------------------------------------------
 
-    def _event(self, call: ResponsesCall, event: Item) -> Item:
-        numbered = {"type": event["type"], "sequence_number": call.sequence_number, **event}
-        call.sequence_number += 1
-        return numbered
-
-    async def stream(self, call: ResponsesCall) -> AsyncGenerator[Item, None]:
-        started = self.response_object(call, "in_progress", [])
-        yield self._event(call, {"type": "response.created", "response": started})
-        yield self._event(call, {"type": "response.in_progress", "response": started})
-        builder = OutputBuilder(call.output)
+    async def stream(self, call: ResponsesCall) -> AsyncGenerator[ResponseStreamEvent, None]:
+        started = self.response_object(call, "in_progress")
+        yield ResponseCreatedEvent(type="response.created", sequence_number=next(call.numbers), response=started)
+        yield ResponseInProgressEvent(type="response.in_progress", sequence_number=next(call.numbers), response=started)
+        builder = OutputBuilder(call.output, call.numbers)
         async with contextlib.aclosing(call.job.steps()) as steps:
             async for step in steps:
                 for event in builder.push(step):
-                    yield self._event(call, event)
+                    yield event
         status = _status(call)
         for event in builder.finish(_item_status(status)):
-            yield self._event(call, event)
-        response = self.response_object(call, status, builder.items, usage=self.usage(call))
+            yield event
+        response = self.response_object(call, status, usage=ResponseUsage.of(call.job.usage))
         await self._keep(call, response)
-        kind = "response.completed" if status == "completed" else "response.incomplete"
-        yield self._event(call, {"type": kind, "response": response})
+        if status == "completed":
+            yield ResponseCompletedEvent(
+                type="response.completed", sequence_number=next(call.numbers), response=response
+            )
+        else:
+            yield ResponseIncompleteEvent(
+                type="response.incomplete", sequence_number=next(call.numbers), response=response
+            )
 
-    def failure_event(self, call: ResponsesCall, error: OvserveError) -> Item:
+    def failure_event(self, call: ResponsesCall, error: OvserveError) -> ResponseFailedEvent:
         """The last event of a stream that failed after it started (the engine died, the deadline)."""
-        code = error.code if error.code in _FAILURE_CODES else "server_error"
-        failure = {"code": code, "message": error.message}
-        response = self.response_object(call, "failed", call.output, error=failure)
-        return self._event(call, {"type": "response.failed", "response": response})
+        failure = ResponseError(code=_FAILURE_CODES.get(error.code, "server_error"), message=error.message)
+        response = self.response_object(call, "failed", error=failure)
+        return ResponseFailedEvent(type="response.failed", sequence_number=next(call.numbers), response=response)
 
     # -- the response object ----------------------------------------------------------------
-
-    def usage(self, call: ResponsesCall) -> dict[str, Any]:
-        usage = call.job.usage
-        return {
-            "input_tokens": usage.prompt_tokens,
-            # cached_tokens: what the engine's prefix-cache model counted (0 when unknown, as for a
-            # VLM: the schema requires the field). The engine does not say how many generated tokens
-            # were reasoning: 0 (see docs/responses-fields.md).
-            "input_tokens_details": {"cached_tokens": usage.cached_tokens or 0, "cache_write_tokens": 0},
-            "output_tokens": usage.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": usage.total_tokens,
-        }
 
     def response_object(
         self,
         call: ResponsesCall,
-        status: str,
-        output: list[Item],
+        status: ResponseStatus,
         *,
-        usage: dict[str, Any] | None = None,
-        error: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        usage: ResponseUsage | None = None,
+        error: ResponseError | None = None,
+    ) -> Response:
+        """The response with the output items so far (none while ``in_progress``)."""
         request, job = call.request, call.job
-        response = {
-            "id": call.id,
-            "object": "response",
-            "created_at": job.created,
-            "status": status,
-            "completed_at": int(time.time()) if status == "completed" else None,
-            "error": error,
-            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-            "instructions": request.instructions,
-            "max_output_tokens": request.max_output_tokens,
-            "model": job.model.name,
-            "output": [copy_item(item) for item in output],
-            "parallel_tool_calls": request.parallel_tool_calls,
-            "previous_response_id": request.previous_response_id,
-            "reasoning": request.reasoning.model_dump(mode="json") if request.reasoning else None,
-            "store": call.store,
-            "temperature": job.params.temperature,
-            "text": {"format": _response_format_echo(request)},
-            "tool_choice": _tool_choice_echo(request),
-            "tools": [_tool_echo(tool) for tool in request.tools or []],
-            "top_p": job.params.top_p,
-            "truncation": "disabled",
-            "metadata": request.metadata or {},
-        }
+        response = Response(
+            id=call.id,
+            object="response",
+            created_at=job.created,
+            status=status,
+            completed_at=int(time.time()) if status == "completed" else None,
+            error=error,
+            incomplete_details=IncompleteDetails(reason="max_output_tokens") if status == "incomplete" else None,
+            instructions=request.instructions,
+            max_output_tokens=request.max_output_tokens,
+            model=job.model.name,
+            output=[] if status == "in_progress" else call.output,
+            parallel_tool_calls=request.parallel_tool_calls,
+            previous_response_id=request.previous_response_id,
+            reasoning=_reasoning_echo(request),
+            store=call.store,
+            temperature=job.params.temperature,
+            text=ResponseText(format=_response_format_echo(request)),
+            tool_choice=_tool_choice_echo(request),
+            tools=[_tool_echo(tool) for tool in request.tools or []],
+            top_p=job.params.top_p,
+            truncation="disabled",
+            metadata=request.metadata or {},
+        )
         if usage is not None:  # the schema has no null usage: left out until it is known
-            response["usage"] = usage
+            response.usage = usage
         return response
 
-    async def _keep(self, call: ResponsesCall, response: dict[str, Any]) -> None:
+    async def _keep(self, call: ResponsesCall, response: Response) -> None:
         """Store ``response`` if the request asked to; if it could not be kept, say so in it.
 
         A store fault (logged and counted by the store) does not fail the request: the generation
@@ -385,17 +390,19 @@ class ResponsesEndpoint:
         """
         if not call.store:
             return
+        # The store keeps JSON: the conversation as the request's input items, then the output.
+        conversation = [*(_dump_item(item) for item in call.conversation), *(item.dump() for item in response.output)]
         try:
-            kept = await self.store.put(response, [*call.conversation, *response["output"]], owner=call.owner)
+            kept = await self.store.put(response.dump(), conversation, owner=call.owner)
         except StoreFault:
             kept = False
         if not kept:
             call.store = False
-            response["store"] = False
+            response.store = False
 
     # -- GET / DELETE -------------------------------------------------------------------------
 
-    async def retrieve(self, response_id: str, *, owner: str) -> dict[str, Any]:
+    async def retrieve(self, response_id: str, *, owner: str) -> Response:
         if not self.store.enabled:
             raise _unknown(response_id)
         try:
@@ -404,9 +411,9 @@ class ResponsesEndpoint:
             raise _store_unavailable("response_id") from exc
         if stored is None:
             raise _unknown(response_id)
-        return stored.response
+        return _stored_response(stored.response)
 
-    async def delete(self, response_id: str, *, owner: str) -> dict[str, Any]:
+    async def delete(self, response_id: str, *, owner: str) -> ResponseDeleted:
         if not self.store.enabled:
             raise _unknown(response_id)
         try:
@@ -415,7 +422,7 @@ class ResponsesEndpoint:
             raise _store_unavailable("response_id") from exc
         if not deleted:
             raise _unknown(response_id)
-        return {"id": response_id, "object": "response.deleted", "deleted": True}
+        return ResponseDeleted(id=response_id, object="response.deleted", deleted=True)
 
 
 def _unknown(response_id: str) -> NotFoundError:
@@ -432,33 +439,54 @@ def _store_unavailable(param: str) -> ServiceUnavailableError:
     )
 
 
-def _status(call: ResponsesCall) -> str:
+def _stored_response(stored: dict[str, Any]) -> Response:
+    """A stored response object, read back through the response model.
+
+    Rows written before the response models were typed (up to a589b3f) gave each function_call
+    output item an empty ``content`` list, which the model does not have; dropped on reading.
+    """
+    for item in stored.get("output", []):
+        if item.get("type") == "function_call" and item.get("content") == []:
+            del item["content"]
+    return Response.model_validate(stored)
+
+
+def _dump_item(item: InputItem) -> dict[str, Any]:
+    return item.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _status(call: ResponsesCall) -> ResponseStatus:
     # "length" is max_output_tokens (or the context) running out: OpenAI's incomplete response.
     return "incomplete" if call.job.outcome == "length" else "completed"
 
 
-def _item_status(status: str) -> str:
+def _item_status(status: ResponseStatus) -> ItemStatus:
     return "incomplete" if status == "incomplete" else "completed"
 
 
-def _response_format_echo(request: ResponsesRequest) -> dict[str, Any]:
+# The echoes of reasoning and text.format keep what the client sent, unknown fields included.
+
+
+def _reasoning_echo(request: ResponsesRequest) -> ResponseReasoning | None:
+    if request.reasoning is None:
+        return None
+    return ResponseReasoning.model_validate(request.reasoning.model_dump(mode="json"))
+
+
+def _response_format_echo(request: ResponsesRequest) -> TextFormat:
     fmt = request.text_format
     if fmt is None:
-        return {"type": "text"}
-    return fmt.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return TextFormatText(type="text")
+    return _TEXT_FORMAT.validate_python(fmt.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
-def _tool_echo(tool: FunctionTool) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "name": tool.name,
-        "description": tool.description,
-        "parameters": tool.parameters,
-        "strict": tool.strict,
-    }
+def _tool_echo(tool: FunctionTool) -> ResponseFunctionTool:
+    return ResponseFunctionTool(
+        type="function", name=tool.name, description=tool.description, parameters=tool.parameters, strict=tool.strict
+    )
 
 
-def _tool_choice_echo(request: ResponsesRequest) -> Any:
+def _tool_choice_echo(request: ResponsesRequest) -> Literal["none", "auto", "required"] | ResponseToolChoice:
     if isinstance(request.tool_choice, FunctionToolChoice):
-        return {"type": "function", "name": request.tool_choice.name}
+        return ResponseToolChoice(type="function", name=request.tool_choice.name)
     return request.tool_choice or "auto"

@@ -7,12 +7,32 @@ so a stream and a unary response of the same generation have the same items.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Iterator
 
 from ovserve.core.job import Delta
+from ovserve.dialects.openai.responses.response import (
+    ItemStatus,
+    OutputFunctionCall,
+    OutputItem,
+    OutputMessage,
+    OutputReasoning,
+    OutputTextContent,
+    ReasoningTextContent,
+    ResponseContentPartAddedEvent,
+    ResponseContentPartDoneEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionCallArgumentsDoneEvent,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseReasoningTextDeltaEvent,
+    ResponseReasoningTextDoneEvent,
+    ResponseStreamEvent,
+    ResponseTextDeltaEvent,
+    ResponseTextDoneEvent,
+)
 from ovserve.parsers.base import ToolCall
 
-Item = dict[str, Any]
+TextItem = OutputMessage | OutputReasoning
 
 
 def new_id(prefix: str) -> str:
@@ -23,117 +43,160 @@ def new_id(prefix: str) -> str:
 class OutputBuilder:
     """Output items from parsed steps, and the stream events that build them.
 
-    At most one item receives text at a time (a reasoning or a message item); a function call
-    closes it and is emitted whole. Whitespace between reasoning and a function call does not
-    open a message (chat reports such content as null).
+    At most one item receives text at a time (a reasoning or a message item), and it is always the
+    last item; a function call closes it and is emitted whole. Whitespace between reasoning and a
+    function call does not open a message (chat reports such content as null).
+
+    ``numbers`` numbers the events (their ``sequence_number``), shared with the events the endpoint
+    writes around these. An event about an open item carries a copy of it (it is written after the
+    builder has gone on filling the item); a closed item no longer changes.
     """
 
-    def __init__(self, items: list[Item] | None = None) -> None:
-        self.items: list[Item] = items if items is not None else []
-        self._open: Item | None = None
+    def __init__(self, items: list[OutputItem], numbers: Iterator[int]) -> None:
+        self.items = items
+        self._numbers = numbers
+        self._open: TextItem | None = None
         self._held = ""  # whitespace not yet known to start a message
 
-    def push(self, step: Delta) -> list[Item]:
-        events: list[Item] = []
+    def push(self, step: Delta) -> list[ResponseStreamEvent]:
+        events: list[ResponseStreamEvent] = []
         if step.reasoning:
-            events += self._text("reasoning", step.reasoning)
+            events += self._text(OutputReasoning, step.reasoning)
         if step.content:
-            if self._open is None or self._open["type"] != "message":
+            if not isinstance(self._open, OutputMessage):
                 if not (self._held + step.content).strip():
                     self._held += step.content
                 else:
-                    events += self._text("message", self._held + step.content)
+                    events += self._text(OutputMessage, self._held + step.content)
                     self._held = ""
             else:
-                events += self._text("message", step.content)
+                events += self._text(OutputMessage, step.content)
         for call in step.tool_calls:
             self._held = ""
             events += self._close("completed")
             events += self._call(call)
         return events
 
-    def finish(self, status: str) -> list[Item]:
+    def finish(self, status: ItemStatus) -> list[ResponseStreamEvent]:
         """Close the open item; a response without any output gets its (empty) message."""
-        events: list[Item] = []
-        if self._held or not any(item["type"] in ("message", "function_call") for item in self.items):
-            if self._open is None or self._open["type"] != "message":
-                events += self._text("message", self._held)
+        events: list[ResponseStreamEvent] = []
+        if self._held or not any(isinstance(item, OutputMessage | OutputFunctionCall) for item in self.items):
+            if not isinstance(self._open, OutputMessage):
+                events += self._text(OutputMessage, self._held)
             self._held = ""
         return events + self._close(status)
 
-    def _text(self, kind: str, text: str) -> list[Item]:
-        events: list[Item] = []
-        if self._open is None or self._open["type"] != kind:
+    def _number(self) -> int:
+        return next(self._numbers)
+
+    def _text(self, kind: type[TextItem], text: str) -> list[ResponseStreamEvent]:
+        events: list[ResponseStreamEvent] = []
+        if not isinstance(self._open, kind):
             events += self._close("completed")
             events += self._start(kind)
         item = self._open
         assert item is not None
         if not text:  # an empty message (the model said nothing): no delta to send
             return events
-        item["content"][0]["text"] += text
-        delta = "response.output_text.delta" if kind == "message" else "response.reasoning_text.delta"
-        extra: Item = {"logprobs": []} if kind == "message" else {}
-        events.append(
-            {"type": delta, "item_id": item["id"], "output_index": len(self.items) - 1, "content_index": 0,
-             "delta": text, **extra}
-        )  # fmt: skip
+        item.content[0].text += text
+        index = len(self.items) - 1
+        if isinstance(item, OutputMessage):
+            events.append(
+                ResponseTextDeltaEvent(
+                    type="response.output_text.delta", sequence_number=self._number(),
+                    item_id=item.id, output_index=index, content_index=0, delta=text, logprobs=(),
+                )
+            )  # fmt: skip
+        else:
+            events.append(
+                ResponseReasoningTextDeltaEvent(
+                    type="response.reasoning_text.delta", sequence_number=self._number(),
+                    item_id=item.id, output_index=index, content_index=0, delta=text,
+                )
+            )  # fmt: skip
         return events
 
-    def _start(self, kind: str) -> list[Item]:
-        if kind == "message":
-            part: Item = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-            item: Item = {"id": new_id("msg"), "type": "message", "status": "in_progress", "role": "assistant"}
+    def _start(self, kind: type[TextItem]) -> list[ResponseStreamEvent]:
+        item: TextItem
+        if kind is OutputMessage:
+            text = OutputTextContent(type="output_text", text="", annotations=(), logprobs=())
+            item = OutputMessage(
+                id=new_id("msg"), type="message", status="in_progress", role="assistant", content=[text]
+            )
         else:
-            part = {"type": "reasoning_text", "text": ""}
-            item = {"id": new_id("rs"), "type": "reasoning", "status": "in_progress", "summary": []}
-        self.items.append({**item, "content": [part]})
-        self._open = self.items[-1]
+            thought = ReasoningTextContent(type="reasoning_text", text="")
+            item = OutputReasoning(
+                id=new_id("rs"), type="reasoning", status="in_progress", summary=(), content=[thought]
+            )
+        self.items.append(item)
+        self._open = item
         index = len(self.items) - 1
         return [
-            {"type": "response.output_item.added", "output_index": index, "item": {**item, "content": []}},
-            {"type": "response.content_part.added", "item_id": item["id"], "output_index": index,
-             "content_index": 0, "part": dict(part)},
+            ResponseOutputItemAddedEvent(
+                type="response.output_item.added", sequence_number=self._number(),
+                output_index=index, item=item.model_copy(update={"content": []}),
+            ),
+            ResponseContentPartAddedEvent(
+                type="response.content_part.added", sequence_number=self._number(),
+                item_id=item.id, output_index=index, content_index=0, part=item.content[0].model_copy(),
+            ),
         ]  # fmt: skip
 
-    def _close(self, status: str) -> list[Item]:
+    def _close(self, status: ItemStatus) -> list[ResponseStreamEvent]:
         item = self._open
         if item is None:
             return []
         self._open = None
-        item["status"] = status
-        index = self.items.index(item)
-        part = item["content"][0]
-        if item["type"] == "message":
-            done: Item = {"type": "response.output_text.done", "text": part["text"], "logprobs": []}
+        item.status = status
+        index = len(self.items) - 1
+        part = item.content[0]
+        done: ResponseStreamEvent
+        if isinstance(item, OutputMessage):
+            done = ResponseTextDoneEvent(
+                type="response.output_text.done", sequence_number=self._number(),
+                text=part.text, logprobs=(), item_id=item.id, output_index=index, content_index=0,
+            )  # fmt: skip
         else:
-            done = {"type": "response.reasoning_text.done", "text": part["text"]}
+            done = ResponseReasoningTextDoneEvent(
+                type="response.reasoning_text.done", sequence_number=self._number(),
+                text=part.text, item_id=item.id, output_index=index, content_index=0,
+            )  # fmt: skip
         return [
-            {**done, "item_id": item["id"], "output_index": index, "content_index": 0},
-            {"type": "response.content_part.done", "item_id": item["id"], "output_index": index,
-             "content_index": 0, "part": dict(part)},
-            {"type": "response.output_item.done", "output_index": index, "item": copy_item(item)},
+            done,
+            ResponseContentPartDoneEvent(
+                type="response.content_part.done", sequence_number=self._number(),
+                item_id=item.id, output_index=index, content_index=0, part=part,
+            ),
+            ResponseOutputItemDoneEvent(
+                type="response.output_item.done", sequence_number=self._number(), output_index=index, item=item
+            ),
         ]  # fmt: skip
 
-    def _call(self, call: ToolCall) -> list[Item]:
-        item: Item = {
-            "id": new_id("fc"),
-            "type": "function_call",
-            "status": "completed",
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": call.arguments,
-        }
+    def _call(self, call: ToolCall) -> list[ResponseStreamEvent]:
+        item = OutputFunctionCall(
+            id=new_id("fc"),
+            type="function_call",
+            status="completed",
+            call_id=call.id,
+            name=call.name,
+            arguments=call.arguments,
+        )
         self.items.append(item)
         index = len(self.items) - 1
-        common = {"item_id": item["id"], "output_index": index}
         return [
-            {"type": "response.output_item.added", "output_index": index,
-             "item": {**item, "status": "in_progress", "arguments": ""}},
-            {"type": "response.function_call_arguments.delta", **common, "delta": call.arguments},
-            {"type": "response.function_call_arguments.done", **common, "name": call.name, "arguments": call.arguments},
-            {"type": "response.output_item.done", "output_index": index, "item": dict(item)},
+            ResponseOutputItemAddedEvent(
+                type="response.output_item.added", sequence_number=self._number(),
+                output_index=index, item=item.model_copy(update={"status": "in_progress", "arguments": ""}),
+            ),
+            ResponseFunctionCallArgumentsDeltaEvent(
+                type="response.function_call_arguments.delta", sequence_number=self._number(),
+                item_id=item.id, output_index=index, delta=call.arguments,
+            ),
+            ResponseFunctionCallArgumentsDoneEvent(
+                type="response.function_call_arguments.done", sequence_number=self._number(),
+                item_id=item.id, output_index=index, name=call.name, arguments=call.arguments,
+            ),
+            ResponseOutputItemDoneEvent(
+                type="response.output_item.done", sequence_number=self._number(), output_index=index, item=item
+            ),
         ]  # fmt: skip
-
-
-def copy_item(item: Item) -> Item:
-    return {**item, "content": [dict(part) for part in item.get("content", [])]}

@@ -1,0 +1,32 @@
+"""The base of every response model, whatever the dialect.
+
+Response models are written with every always-present field required (``object`` included) and
+every optional key defaulting to ``None``; :meth:`Body.encode` leaves out what was never set, so a
+key is absent rather than null exactly where the dialect leaves it out (a chat delta's ``role``, a
+usage's ``prompt_tokens_details``), and null where it sends null (``finish_reason``, ``logprobs``).
+``/openapi.json`` describes every success body from these models (``ovserve.api.openapi``), in
+serialization mode: what is required there is what every body carries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+# A JSON object the client wrote and a body echoes (a tool's parameters schema, a JSON schema).
+JsonObject = dict[str, JsonValue]
+
+
+class Body(BaseModel):
+    """A response body or a piece of one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def encode(self) -> str:
+        """The JSON text sent to the client."""
+        return self.model_dump_json(exclude_unset=True, by_alias=True)
+
+    def dump(self) -> dict[str, Any]:
+        """The same JSON as plain data, for what stores it (``ovserve.service.response_store``)."""
+        return self.model_dump(mode="json", exclude_unset=True, by_alias=True)

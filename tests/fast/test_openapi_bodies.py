@@ -1,0 +1,166 @@
+"""Every answer of the generation endpoints, unary and streamed, matches the app's own /openapi.json.
+
+The document's success schemas are generated from the response models (``ovserve.api.openapi``);
+these requests go through the real app, so a body the models let through but the document does
+not describe (or the reverse) fails here. Retrieval answers are checked the same way against real
+models in ``tests/e2e/test_retrieval.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema
+import pytest
+
+from ovserve.engine.messages import AddRequest
+from ovserve.parsers import reasoning_parser
+from tests.fast.harness import Served, fast_model
+from tests.fast.scripted_engine import DIE, Script, Step, output, reply
+from tests.served_openapi import EVENTS, ServedSchemas
+
+CHAT, COMPLETIONS, RESPONSES = "/v3/chat/completions", "/v3/completions", "/v3/responses"
+MESSAGES = [{"role": "user", "content": "Weather in Paris?"}]
+CALL = ('<tool_call>\n{"name": "get_weather", ', '"arguments": {"city": "Paris"}}\n</tool', "_call>")
+PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+CHAT_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": PARAMETERS}}
+RESPONSES_TOOL = {"type": "function", "name": "get_weather", "parameters": PARAMETERS, "strict": True}
+FORCED = {"type": "function", "name": "get_weather"}
+
+
+def thinks_then_answers(add: AddRequest) -> Iterator[Step]:
+    yield [output(add, "<think>Paris is", logprobs=add.params.logprobs)]
+    yield [output(add, " in France</think>", logprobs=add.params.logprobs)]
+    yield [output(add, "It is sunny.", finish="stop", logprobs=add.params.logprobs)]
+
+
+def two_choices(add: AddRequest) -> Iterator[Step]:
+    yield [output(add, "Red", index=0), output(add, "Blue", index=1, finish="length")]
+    yield [output(add, " wine.", index=0, finish="stop")]
+
+
+def dies_after_hello(add: AddRequest) -> Iterator[Step]:
+    yield [output(add, "Hel")]
+    yield DIE
+
+
+# Each script with the requests it answers: (path, body without "model" and "stream").
+CASES: dict[str, tuple[Script, list[tuple[str, dict[str, Any]]]]] = {
+    "text": (
+        reply("Hello", " there"),
+        [
+            (CHAT, {"messages": MESSAGES, "logprobs": True, "stream_options": {"include_usage": True}}),
+            (COMPLETIONS, {"prompt": "Hi", "logprobs": 0, "stream_options": {"include_usage": True}}),
+            (COMPLETIONS, {"prompt": ["Hi", "Ho"], "echo": True}),
+            (RESPONSES, {"input": "Hi", "instructions": "Be brief.", "metadata": {"k": "v"}}),
+            (RESPONSES, {"input": "Hi", "reasoning": {"effort": "low"}, "text": {"format": {"type": "json_object"}}}),
+        ],
+    ),
+    "reasoning": (
+        thinks_then_answers,
+        [
+            (CHAT, {"messages": MESSAGES, "logprobs": True}),
+            (RESPONSES, {"input": [{"role": "user", "content": [{"type": "input_text", "text": "Weather?"}]}]}),
+        ],
+    ),
+    "tool call": (
+        reply(*CALL),
+        [
+            (CHAT, {"messages": MESSAGES, "tools": [CHAT_TOOL]}),
+            (RESPONSES, {"input": "Weather?", "tools": [RESPONSES_TOOL], "tool_choice": "required"}),
+            (RESPONSES, {"input": "Weather?", "tools": [RESPONSES_TOOL], "tool_choice": FORCED}),
+        ],
+    ),
+    "two choices": (
+        two_choices,
+        [
+            (CHAT, {"messages": MESSAGES, "n": 2, "temperature": 0.7}),
+            (COMPLETIONS, {"prompt": "Hi", "n": 2, "temperature": 0.7}),
+        ],
+    ),
+    "max tokens": (
+        reply("Hel", "lo", finish="length"),
+        [
+            (CHAT, {"messages": MESSAGES, "max_tokens": 2}),
+            (COMPLETIONS, {"prompt": "Hi", "max_tokens": 2}),
+            (RESPONSES, {"input": "Hi", "max_output_tokens": 2}),
+        ],
+    ),
+    "nothing said": (reply(""), [(CHAT, {"messages": MESSAGES}), (RESPONSES, {"input": "Hi"})]),
+}
+
+
+async def _document(served: Served) -> ServedSchemas:
+    async with served.client.get("/openapi.json") as response:
+        assert response.status == 200
+        return ServedSchemas(await response.json())
+
+
+async def _answers(served: Served, schemas: ServedSchemas, path: str, body: dict[str, Any]) -> list[Any]:
+    """POST unary and streamed; every answer checked. Returns the unary body and the stream's events."""
+    stream_body = {key: value for key, value in body.items() if key != "stream_options"}
+    status, unary = await served.post(path, stream_body)
+    assert status == 200, unary
+    schemas.validate_answer(path, unary)
+    status, events = await served.post(path, {**body, "stream": True})
+    assert status == 200, events
+    assert events, "an empty stream"
+    for event in events:
+        if event != "[DONE]":
+            schemas.validate_answer(path, event, EVENTS)
+    return [unary, *events]
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_every_generation_answer_matches_the_served_openapi_document(serve, case: str) -> None:
+    script, requests = CASES[case]
+    fast = fast_model(script)
+    fast.model.reasoning_format = reasoning_parser("qwen3")
+    served = await serve(fast)
+    schemas = await _document(served)
+    for path, body in requests:
+        await _answers(served, schemas, path, body)
+
+
+@pytest.mark.parametrize(
+    ("path", "body"), [(CHAT, {"messages": MESSAGES}), (COMPLETIONS, {"prompt": "Hi"}), (RESPONSES, {"input": "Hi"})]
+)
+async def test_a_stream_that_fails_ends_with_an_event_the_document_describes(
+    serve, path: str, body: dict[str, Any]
+) -> None:
+    served = await serve(fast_model(dies_after_hello))
+    schemas = await _document(served)
+    status, events = await served.post(path, {**body, "stream": True})
+    assert status == 200
+    failure = next(event for event in reversed(events) if event != "[DONE]")
+    assert "error" in failure or failure["type"] == "response.failed", failure
+    for event in events:
+        if event != "[DONE]":
+            schemas.validate_answer(path, event, EVENTS)
+
+
+async def test_a_stored_response_reads_back_as_the_documented_response(serve) -> None:
+    served = await serve(fast_model(reply(*CALL)))
+    schemas = await _document(served)
+    status, created = await served.post(RESPONSES, {"input": "Weather?", "tools": [RESPONSES_TOOL]})
+    assert status == 200, created
+    async with served.client.get(f"/v3/responses/{created['id']}") as response:
+        schemas.validate_component("Response", await response.json())
+
+
+async def test_the_documented_answers_refuse_what_no_answer_carries(serve) -> None:
+    """The schemas are strict: a key no model has, or a missing required key, does not validate."""
+    served = await serve(fast_model(reply("Hello")))
+    schemas = await _document(served)
+    unary, *events = await _answers(served, schemas, RESPONSES, {"input": "Hi"})
+    with pytest.raises(jsonschema.ValidationError):
+        schemas.validate_answer(RESPONSES, {**unary, "surprise": 1})
+    with pytest.raises(jsonschema.ValidationError):
+        schemas.validate_answer(RESPONSES, {key: value for key, value in unary.items() if key != "output"})
+    delta = next(event for event in events if event["type"] == "response.output_text.delta")
+    with pytest.raises(jsonschema.ValidationError):
+        schemas.validate_answer(RESPONSES, {**delta, "type": "response.output_text.delta.v2"}, EVENTS)
+    unary, *_ = await _answers(served, schemas, CHAT, {"messages": MESSAGES})
+    with pytest.raises(jsonschema.ValidationError):
+        schemas.validate_answer(CHAT, {**unary, "object": "chat.completion.chunk"})
