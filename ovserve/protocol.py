@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 
 from ovserve.core.conversation import Sampling
 from ovserve.errors import by_type, tag
+from ovserve.json_types import JsonObject
 
 # OVMS documents "up to 4 sequences" for stop, as OpenAI does.
 MAX_STOP_SEQUENCES = 4
@@ -245,7 +246,7 @@ class FunctionDefinition(_Lenient):
     # OpenAI: a-z, A-Z, 0-9, underscores and dashes, at most 64 characters.
     name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
     description: str | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: JsonObject | None = None
     strict: bool | None = None
 
 
@@ -280,7 +281,7 @@ class JSONSchemaSpec(_Lenient):
     name: str | None = None
     description: str | None = None
     # No schema (or {}) admits any JSON value. ``schema_``: "schema" is a BaseModel method.
-    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    schema_: JsonObject = Field(default_factory=dict, alias="schema")
     # Every schema is enforced (or refused) whatever strict says: see ovserve.core.guided.
     strict: bool | None = None
 
@@ -341,7 +342,7 @@ class ChatCompletionRequest(SamplingRequest):
     # False: at most one tool call is returned (and a forced call is exactly one).
     parallel_tool_calls: bool = True
     response_format: ResponseFormat | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
+    chat_template_kwargs: JsonObject | None = None
 
     @model_validator(mode="after")
     def _tool_choice_needs_tools(self) -> ChatCompletionRequest:

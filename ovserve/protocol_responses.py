@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
 
 from ovserve.errors import by_type, str_or_list, tag
+from ovserve.json_types import JsonObject
 from ovserve.protocol import (
     ConstStringFormat,
     JSONObjectFormat,
@@ -164,7 +165,7 @@ class FunctionTool(_Lenient):
     type: Literal["function"]
     name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
     description: str | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: JsonObject | None = None
     strict: bool | None = None
 
 
@@ -179,7 +180,7 @@ class JSONSchemaTextFormat(_Lenient):
     type: Literal["json_schema"]
     name: str | None = None
     description: str | None = None
-    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    schema_: JsonObject = Field(default_factory=dict, alias="schema")
     strict: bool | None = None
 
 
@@ -231,7 +232,7 @@ class ResponsesRequest(SamplingRequest):
     include: list[str] | None = None
     truncation: Literal["disabled", "auto"] | None = None
     background: bool | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
+    chat_template_kwargs: JsonObject | None = None
 
     @field_validator("input")
     @classmethod

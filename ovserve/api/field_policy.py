@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ovserve.errors import BadRequestError, UnsupportedParameterError
+from ovserve.json_types import JsonObject, JsonValue
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +56,7 @@ class ExtraParameters(enum.Enum):
     ERROR = "error"
 
 
-Payload = dict[str, Any]
-
-
-def _always(value: Any, payload: Payload) -> bool:
+def _always(value: JsonValue, payload: JsonObject) -> bool:
     return True
 
 
@@ -69,8 +67,8 @@ def _same(value: Any, option: Any) -> bool:
     return bool(value == option)
 
 
-def _equals(*neutral: Any) -> Callable[[Any, Payload], bool]:
-    def accepts(value: Any, payload: Payload) -> bool:
+def _equals(*neutral: Any) -> Callable[[Any, JsonObject], bool]:
+    def accepts(value: JsonValue, payload: JsonObject) -> bool:
         return any(_same(value, option) for option in neutral)
 
     return accepts
@@ -79,31 +77,31 @@ def _equals(*neutral: Any) -> Callable[[Any, Payload], bool]:
 _EMPTY: tuple[Any, ...] = ({}, [], "", 0, False)
 
 
-def _empty(value: Any, payload: Payload) -> bool:
+def _empty(value: JsonValue, payload: JsonObject) -> bool:
     return any(_same(value, option) for option in _EMPTY)
 
 
-def _text_format(value: Any, payload: Payload) -> bool:
+def _text_format(value: JsonValue, payload: JsonObject) -> bool:
     return isinstance(value, dict) and value.get("type") == "text"
 
 
-def _text_modalities(value: Any, payload: Payload) -> bool:
+def _text_modalities(value: JsonValue, payload: JsonObject) -> bool:
     return isinstance(value, list) and value == ["text"]
 
 
-def _penalties_off(payload: Payload) -> bool:
+def _penalties_off(payload: JsonObject) -> bool:
     repetition = payload.get("repetition_penalty", payload.get("repeat_penalty"))
     others = (payload.get("presence_penalty"), payload.get("frequency_penalty"))
     return _same(repetition, 1) and all(value is None or _same(value, 0) for value in others)
 
 
-def _whole_context_window(value: Any, payload: Payload) -> bool:
+def _whole_context_window(value: JsonValue, payload: JsonObject) -> bool:
     # llama.cpp penalises the last N tokens; the engine penalises the whole context (-1 in
     # llama.cpp). Any window is fine when the request switches every penalty off.
     return value == -1 or _penalties_off(payload)
 
 
-def _beam_width_given(value: Any, payload: Payload) -> bool:
+def _beam_width_given(value: JsonValue, payload: JsonObject) -> bool:
     # OVMS: beam search is best_of > 1 (the beam width); use_beam_search alone has no width.
     best_of = payload.get("best_of")
     return value is False or (isinstance(best_of, int) and best_of > 1)
@@ -124,7 +122,7 @@ class FieldRule:
     treatment: Treatment
     why: str
     # REFUSED: the neutral values, accepted (and then dropped unless ovserve models the field).
-    accepts: Callable[[Any, Payload], bool] = _always
+    accepts: Callable[[Any, JsonObject], bool] = _always
     maps_to: str | None = None
     convert: Callable[[Any], Any] = _identity
     endpoints: frozenset[Endpoint] = BOTH
@@ -259,13 +257,13 @@ def parse_extra_parameters(header: str | None) -> ExtraParameters:
 
 
 def apply_field_policy(
-    payload: Payload, endpoint: Endpoint, modelled: frozenset[str], mode: ExtraParameters
-) -> tuple[Payload, list[str]]:
+    payload: JsonObject, endpoint: Endpoint, modelled: frozenset[str], mode: ExtraParameters
+) -> tuple[JsonObject, list[str]]:
     """Apply :data:`FIELD_RULES` and the ``extra-parameters`` mode to a raw request body.
 
     Returns the body to validate and the names of the fields that were dropped.
     """
-    result: Payload = {}
+    result: JsonObject = {}
     dropped: list[str] = []
     refused: list[tuple[FieldRule, Any]] = []
     unknown: list[str] = []

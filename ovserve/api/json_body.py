@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from ovserve.errors import BadRequestError
+from ovserve.json_types import JsonObject
 
 # Requests nest a JSON schema inside a tool inside a list: about 10 levels in practice.
 MAX_JSON_DEPTH = 64
@@ -34,7 +35,7 @@ def _refuse_constant(name: str) -> Any:
     raise _NotJSON(f"{name} is not a JSON value")
 
 
-def parse_json_object(body: bytes) -> dict[str, Any]:
+def parse_json_object(body: bytes) -> JsonObject:
     try:
         payload = json.loads(body, parse_constant=_refuse_constant)
     except RecursionError:
@@ -61,7 +62,7 @@ def _children(value: Any, path: str) -> list[tuple[str, Any]]:
     return [(f"{path}.{key}" if path else str(key), child) for key, child in items]
 
 
-def _check_depth(payload: dict[str, Any]) -> None:
+def _check_depth(payload: JsonObject) -> None:
     # Iterative: the structure may be too deep for recursion, which is the point of the check.
     stack: list[tuple[str, Any, int]] = [("", payload, 1)]
     while stack:
@@ -75,7 +76,7 @@ def _check_depth(payload: dict[str, Any]) -> None:
         )
 
 
-def _check_unicode(payload: dict[str, Any]) -> None:
+def _check_unicode(payload: JsonObject) -> None:
     stack: list[tuple[str, Any]] = [("", payload)]
     while stack:
         path, value = stack.pop()

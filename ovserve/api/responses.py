@@ -17,7 +17,6 @@ key's ``GET``, ``DELETE`` or ``previous_response_id`` gets the same 404 as an un
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -28,6 +27,7 @@ from ovserve.api.routes import caller_of, generate, json_response
 from ovserve.api.sse import NamedEventWriter
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.errors import BadRequestError, UnsupportedParameterError, bad_request
+from ovserve.json_types import JsonObject
 from ovserve.protocol import ChatCompletionRequest
 from ovserve.protocol_responses import ResponsesRequest, builtin_tool_refusal
 
@@ -52,7 +52,7 @@ _UNSUPPORTED = {
 }
 
 
-def parse_responses_request(request: web.Request, payload: dict[str, Any]) -> ResponsesRequest:
+def parse_responses_request(request: web.Request, payload: JsonObject) -> ResponsesRequest:
     refusal = builtin_tool_refusal(payload.get("tools"))
     if refusal is not None:
         message, param = refusal
@@ -81,7 +81,7 @@ def parse_responses_request(request: web.Request, payload: dict[str, Any]) -> Re
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:
-    def parse(payload: dict[str, Any]) -> ResponsesRequest:
+    def parse(payload: JsonObject) -> ResponsesRequest:
         return parse_responses_request(request, payload)
 
     endpoint: ResponsesEndpoint = request.app[keys.RESPONSES]

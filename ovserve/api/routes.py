@@ -31,6 +31,7 @@ from ovserve.errors import (
     UnsupportedMediaTypeError,
     bad_request,
 )
+from ovserve.json_types import JsonObject
 from ovserve.metrics import RequestRecorder
 from ovserve.protocol import (
     ChatCompletionRequest,
@@ -57,7 +58,7 @@ def json_response(payload: Any, status: int = 200) -> web.Response:
     return web.Response(text=dumps(payload), status=status, content_type="application/json")
 
 
-async def read_json_object(request: web.Request) -> dict[str, Any]:
+async def read_json_object(request: web.Request) -> JsonObject:
     content_type = request.content_type
     if content_type not in _JSON_CONTENT_TYPES and not content_type.endswith("+json"):
         raise UnsupportedMediaTypeError(f"expected 'application/json', got '{content_type}'")
@@ -81,7 +82,7 @@ def request_dialect(request: web.Request) -> str | None:
 
 
 def parse_request(
-    request: web.Request, payload: dict[str, Any], endpoint: Endpoint, model: type[RequestModel]
+    request: web.Request, payload: JsonObject, endpoint: Endpoint, model: type[RequestModel]
 ) -> RequestModel:
     """Field policy (other servers' fields, Azure's extra-parameters header), then pydantic."""
     mode = parse_extra_parameters(request.headers.get("extra-parameters"))
@@ -133,7 +134,7 @@ class GenerationEndpoint(Protocol[ParsedT, CallT]):
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    def parse(payload: dict[str, Any]) -> ChatCompletionRequest:
+    def parse(payload: JsonObject) -> ChatCompletionRequest:
         return parse_request(request, payload, Endpoint.CHAT, ChatCompletionRequest)
 
     endpoint: ChatEndpoint = request.app[keys.CHAT]
@@ -141,7 +142,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    def parse(payload: dict[str, Any]) -> CompletionRequest:
+    def parse(payload: JsonObject) -> CompletionRequest:
         return parse_request(request, payload, Endpoint.COMPLETIONS, CompletionRequest)
 
     endpoint: CompletionEndpoint = request.app[keys.COMPLETIONS]
@@ -151,7 +152,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
 async def generate(
     request: web.Request,
     endpoint_name: str,
-    parse: Callable[[dict[str, Any]], SamplingRequest],
+    parse: Callable[[JsonObject], SamplingRequest],
     endpoint: GenerationEndpoint[Any, CallT],
     *,
     writer: type[SSEWriter] = SSEWriter,
@@ -247,7 +248,7 @@ async def _stream(
 Body = TypeVar("Body", bound=BaseModel)
 
 
-def _parse_body(payload: dict[str, Any], model: type[Body]) -> Body:
+def _parse_body(payload: JsonObject, model: type[Body]) -> Body:
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
@@ -352,7 +353,7 @@ async def health(request: web.Request) -> web.Response:
     draining = request.app[keys.DRAIN].draining
     ready = _server_ready(request)
     status = "draining" if draining else "ok" if ready else "loading"
-    body: dict[str, Any] = {"status": status}
+    body: JsonObject = {"status": status}
     if is_authorized(request, request.app[keys.API_KEYS]):
         body["models"] = {model.name: model.engine.state.value for model in models}
     return json_response(body, status=200 if ready else 503)

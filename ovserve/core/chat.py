@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 from ovserve.core.conversation import Conversation, Image, Message, Text, Tool, template_message
 from ovserve.core.guided import (
@@ -24,6 +23,7 @@ from ovserve.core.media import ImageRequest, MediaResolver
 from ovserve.core.output import ChoiceOutput
 from ovserve.engine.messages import EnginePrompt, VisionPrompt
 from ovserve.errors import BadRequestError, UnsupportedParameterError
+from ovserve.models.chat_template import TemplateMessage
 from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.models.vision import image_tag
 
@@ -76,7 +76,7 @@ def _content(message: Message, first_image: int) -> str | None:
     return "".join(pieces)
 
 
-def template_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def template_messages(messages: list[Message]) -> list[TemplateMessage]:
     """The messages as HF chat templates read them, an image placeholder where each image was."""
     templated, first_image = [], 0
     for message in messages:

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from ovserve.json_types import JsonObject, JsonValue
+from ovserve.models.chat_template import TemplateMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +93,13 @@ class Tool:
     name: str
     origin: str  # the tool's path (tools.N)
     description: str | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: JsonObject | None = None
     strict: bool | None = None
     parameters_origin: str = ""  # where its parameter schema sits (tools.N.function.parameters)
 
-    def template_object(self) -> dict[str, Any]:
+    def template_object(self) -> JsonObject:
         """The OpenAI chat shape chat templates expect (``tools`` of the HF template)."""
-        function: dict[str, Any] = {
+        function: JsonObject = {
             "name": self.name,
             "description": self.description,
             "parameters": self.parameters,
@@ -117,7 +120,7 @@ ToolChoice = Literal["none", "auto", "required"] | ForcedTool
 
 @dataclass(frozen=True, slots=True)
 class JsonSchemaFormat:
-    schema: dict[str, Any]
+    schema: JsonObject
     origin: str  # the format (response_format / text.format)
     schema_origin: str  # the schema itself
 
@@ -187,7 +190,7 @@ class Conversation:
     tool_choice_origin: str = "tool_choice"
     parallel_tool_calls: bool = True
     output_format: OutputFormat | None = None
-    template_kwargs: dict[str, Any] | None = None
+    template_kwargs: JsonObject | None = None
 
     @property
     def forces_tool_call(self) -> bool:
@@ -206,10 +209,10 @@ class Conversation:
         return [image for message in self.messages for image in message.images]
 
 
-def template_message(message: Message, content: str | None) -> dict[str, Any]:
+def template_message(message: Message, content: str | None) -> TemplateMessage:
     """``message`` as HF chat templates read it (``content`` given: images become placeholders
     upstream). Tool-call arguments become a mapping: templates apply ``tojson`` themselves."""
-    rendered: dict[str, Any] = {"role": message.role, "content": content}
+    rendered: TemplateMessage = {"role": message.role, "content": content}
     if message.name is not None:
         rendered["name"] = message.name
     if message.tool_call_id is not None:
@@ -226,8 +229,9 @@ def template_message(message: Message, content: str | None) -> dict[str, Any]:
     return rendered
 
 
-def _arguments(call: ToolCall) -> Any:
+def _arguments(call: ToolCall) -> JsonValue:
     try:
-        return json.loads(call.arguments)
+        arguments: JsonValue = json.loads(call.arguments)
     except ValueError:
         return call.arguments
+    return arguments

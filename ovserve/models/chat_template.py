@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, Required, TypedDict
 
 import jinja2
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ovserve.errors import BadRequestError
+from ovserve.json_types import JsonObject, JsonValue
 
 # Values the renderer provides itself; chat_template_kwargs may not replace them (OVMS rule).
 RESERVED_TEMPLATE_VARIABLES = frozenset(
@@ -25,6 +26,23 @@ RESERVED_TEMPLATE_VARIABLES = frozenset(
 
 class TemplateError(Exception):
     """The template itself raised (``raise_exception``) or failed on this conversation."""
+
+
+class TemplateToolCall(TypedDict):
+    id: str | None
+    type: str
+    function: dict[str, JsonValue]  # name, and arguments as a mapping (templates apply tojson)
+
+
+class TemplateMessage(TypedDict, total=False):
+    """One message as Hugging Face chat templates read it."""
+
+    role: Required[str]
+    content: Required[str | None]
+    name: str
+    tool_call_id: str
+    reasoning_content: str
+    tool_calls: list[TemplateToolCall]
 
 
 def _raise_exception(message: str) -> None:
@@ -65,10 +83,10 @@ class ChatTemplate:
 
     def render(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[TemplateMessage],
         *,
-        tools: list[dict[str, Any]] | None = None,
-        template_kwargs: dict[str, Any] | None = None,
+        tools: list[JsonObject] | None = None,
+        template_kwargs: JsonObject | None = None,
         param: str = "messages",
     ) -> str:
         """The prompt of ``messages``; a template that refuses them is a 400 naming ``param``."""

@@ -11,13 +11,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNotFoundError
+from ovserve.json_types import JsonObject
 from ovserve.models.admission import Admission
-from ovserve.models.chat_template import ChatTemplate
+from ovserve.models.chat_template import ChatTemplate, TemplateMessage
 from ovserve.models.defaults import ModelDefaults
 from ovserve.models.drafting import DraftingStats
 from ovserve.models.threads import started_thread
@@ -166,9 +166,9 @@ class ServedModel:
 
     def render_chat(
         self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        template_kwargs: dict[str, Any] | None,
+        messages: list[TemplateMessage],
+        tools: list[JsonObject] | None,
+        template_kwargs: JsonObject | None,
         param: str = "messages",
     ) -> str:
         """The prompt of ``messages`` (``param``: what a template's refusal names)."""
@@ -178,9 +178,9 @@ class ServedModel:
 
     async def render_prompt(
         self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        template_kwargs: dict[str, Any] | None,
+        messages: list[TemplateMessage],
+        tools: list[JsonObject] | None,
+        template_kwargs: JsonObject | None,
         *,
         param: str,
     ) -> str:
@@ -190,7 +190,7 @@ class ServedModel:
         on the event loop a multi-megabyte conversation would hold every stream for its whole
         rendering.
         """
-        size = sum(len(message["content"]) for message in messages if isinstance(message.get("content"), str))
+        size = sum(len(message["content"] or "") for message in messages)
         if size < _INLINE_RENDER_CHARS:
             return self.render_chat(messages, tools, template_kwargs, param)
         loop = asyncio.get_running_loop()

@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from ovserve.engine.spec import EngineSpec
+from ovserve.models.chat_template import TemplateMessage
 from ovserve.models.served import ServedModel
 
 from .measure import Figures, Trace, ms, percentile, summary
@@ -64,7 +65,8 @@ class Prompts:
         self.model = model
 
     def ids(self, messages: Messages) -> list[int]:
-        prompt = self.model.render_chat(messages, None, None)
+        # The benchmark's messages are role/content dicts: the template's message shape.
+        prompt = self.model.render_chat(cast(list[TemplateMessage], messages), None, None)
         return self.model.tokenizer.encode_blocking(prompt, add_special_tokens=False)
 
     def text(self, seed: int, tokens: int, prefix: str = "") -> str:

@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ovserve.json_types import JsonObject
 from ovserve.models.threads import started_thread
 
 log = logging.getLogger(__name__)
@@ -128,13 +129,12 @@ CREATE INDEX IF NOT EXISTS responses_used ON responses (used);
 """
 
 T = TypeVar("T")
-Item = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class StoredResponse:
-    response: dict[str, Any]
-    conversation: list[dict[str, Any]]
+    response: JsonObject
+    conversation: list[JsonObject]
 
 
 class StoreFault(Exception):
@@ -378,7 +378,9 @@ class ResponseStore:
             if _file_size(Path(f"{self._path}-wal")) > self._wal_limit:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
-    def _put(self, db: sqlite3.Connection, response_object: Item, conversation_items: list[Item], owner: str) -> bool:
+    def _put(
+        self, db: sqlite3.Connection, response_object: JsonObject, conversation_items: list[JsonObject], owner: str
+    ) -> bool:
         response, conversation = json.dumps(response_object), json.dumps(conversation_items)
         size = len(response.encode()) + len(conversation.encode())
         if size > self._db_bytes:
@@ -449,7 +451,7 @@ class ResponseStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self._guarded, operation, work, *args)
 
-    async def put(self, response: dict[str, Any], conversation: list[dict[str, Any]], *, owner: str) -> bool:
+    async def put(self, response: JsonObject, conversation: list[JsonObject], *, owner: str) -> bool:
         """Keep ``response`` (its ``id`` is the key) for ``owner``, then evict down to the bounds.
         False if it was not kept: alone, it is larger than the bounds allow. StoreFault on a fault
         (nothing was written).
