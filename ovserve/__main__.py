@@ -220,7 +220,9 @@ async def _drain(app: web.Application, timeout: float) -> None:
     if drain.inflight:
         log.warning("drain: ending %d request(s) still in flight", drain.inflight)
         for model in app[keys.MODELS]:
-            model.engine.abort_all(ServiceUnavailableError("the server is shutting down; retry the request"))
+            model.engine.abort_all(
+                ServiceUnavailableError("the server is shutting down; retry the request", code="shutting_down")
+            )
         # Their handlers now write the error event and finish; give them a moment to.
         await drain.wait_idle(5.0)
     else:

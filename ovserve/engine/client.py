@@ -253,7 +253,7 @@ class EngineClient:
             self._restart_task.cancel()
         if self._watchdog is not None:
             self._watchdog.cancel()
-        self._fail_all(ServiceUnavailableError("the server is shutting down"))
+        self._fail_all(ServiceUnavailableError("the server is shutting down", code="shutting_down"))
         self._detach()
         process = self._process
         if process is not None and process.is_alive():

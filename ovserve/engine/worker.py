@@ -111,6 +111,8 @@ class _Active:
 
 
 _STEPS_TO_FREE = 2
+# At exit, at most this many steps for cancelled requests to leave the scheduler.
+_MAX_STEPS_TO_DRAIN = 8
 
 # The block-size probe's request id: far from the server's ids, which count up from 0.
 _PROBE_REQUEST_ID = 2**62
@@ -356,6 +358,37 @@ class EngineLoop(_LoopBase):
                 last_beat = now
             if events:
                 self._send(events)
+        self._release_everything()
+
+    def _release_everything(self) -> None:
+        """Before the process exits: cancel what still runs (a drain past its timeout cuts streams on
+        purpose) and step until the pipeline has freed it, so its destructor finds no leaked block
+        tables or KV blocks to complain about."""
+        if self._admission is not None:
+            self._admission.shutdown(wait=True)  # a VLM add_request in progress returns its handle first
+            while True:
+                try:
+                    command = self._commands.get(block=False)
+                except queue.Empty:
+                    break
+                if isinstance(command, _Admitted) and command.future.exception() is None:
+                    self._releasing[command.request_id] = (command.future.result(), _STEPS_TO_FREE)
+        for request_id in list(self._active):
+            self._cancel(request_id, [])  # nobody is listening any more
+        if not self._releasing:
+            return
+        for handle, _ in self._releasing.values():
+            handle.cancel()
+        try:
+            for _ in range(_MAX_STEPS_TO_DRAIN):
+                if not self._pipe.has_non_finished_requests():
+                    break
+                self._pipe.step()
+            for _ in range(_STEPS_TO_FREE):  # the pipeline frees a request in the steps after it ends
+                self._pipe.step()
+        except Exception as exc:  # exiting anyway: say so, once
+            log.warning("could not release %d request(s) before exiting: %s", len(self._releasing), exc)
+        self._releasing.clear()
 
     def _drain_commands(self, *, wait: float | None, events: list[Event]) -> None:
         """Handle every queued command; with ``wait``, wait that long for the first one."""
