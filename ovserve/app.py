@@ -22,7 +22,7 @@ from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.dialects.openai.responses.store import ResponseStore
-from ovserve.dialects.openai.retrieval import RetrievalService
+from ovserve.dialects.openai.retrieval.adapter import RetrievalService
 from ovserve.errors import (
     MethodNotAllowedError,
     NotFoundError,

@@ -13,7 +13,7 @@ from ovserve.core.media import MediaResolver
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
-from ovserve.dialects.openai.retrieval import RetrievalService
+from ovserve.dialects.openai.retrieval.adapter import RetrievalService
 from ovserve.loop_lag import LoopLagMonitor
 from ovserve.metrics import ServerMetrics
 from ovserve.models.served import ModelRegistry

@@ -7,7 +7,7 @@ generation endpoints (chat, completions, responses) and the retrieval ones (embe
 tokenize, detokenize).
 
 The request bodies are the JSON schemas of the very pydantic models the routes validate with
-(:mod:`ovserve.protocol`), so the document cannot drift from what the server accepts; it is what
+(:mod:`ovserve.dialects.openai.request`), so the document cannot drift from what the server accepts; it is what
 schemathesis fuzzes against (``scripts/fuzz_api.py``). What pydantic's schema cannot know is added
 here:
 
@@ -53,27 +53,26 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 from ovserve import __version__
 from ovserve.api import keys
 from ovserve.dialects.body import Body
+from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.chat.response import ChatCompletion, ChatCompletionStreamEvent
 from ovserve.dialects.openai.common import ErrorBody
+from ovserve.dialects.openai.completions.request import CompletionRequest
 from ovserve.dialects.openai.completions.response import Completion, CompletionStreamEvent
+from ovserve.dialects.openai.request import MAX_STOP_SEQUENCES, SamplingRequest
+from ovserve.dialects.openai.responses.request import ResponsesRequest
 from ovserve.dialects.openai.responses.response import Response, ResponseStreamEvent
-from ovserve.dialects.openai.retrieval_response import (
+from ovserve.dialects.openai.retrieval.request import (
+    DetokenizeRequest,
+    EmbeddingRequest,
+    RerankRequest,
+    TokenizeRequest,
+)
+from ovserve.dialects.openai.retrieval.response import (
     DetokenizeResponse,
     EmbeddingResponse,
     RerankResponse,
     TokenizeResponse,
 )
-from ovserve.protocol import (
-    MAX_STOP_SEQUENCES,
-    ChatCompletionRequest,
-    CompletionRequest,
-    DetokenizeRequest,
-    EmbeddingRequest,
-    RerankRequest,
-    SamplingRequest,
-    TokenizeRequest,
-)
-from ovserve.protocol_responses import ResponsesRequest
 
 _REF = "#/components/schemas/{model}"
 

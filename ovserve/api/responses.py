@@ -5,7 +5,7 @@ body, admission, deadline, metrics, disconnects); what differs is parsing (:func
 and the stream's shape (named events, ``response.failed`` on a failure after the first byte).
 
 Parsing: built-in tools are refused first with their own message; the fields the Responses API
-owns are validated by :class:`~ovserve.protocol_responses.ResponsesRequest`; every other field
+owns are validated by :class:`~ovserve.dialects.openai.responses.request.ResponsesRequest`; every other field
 goes through the chat field policy (``ovserve.api.field_policy``), so other servers' sampling
 names are mapped, refused or ignored exactly as on ``/v3/chat/completions``. A validation error's
 ``param`` is the JSON path of the offending value (``input.2.content.0.image_url``).
@@ -25,11 +25,11 @@ from ovserve.api import keys
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.routes import caller_of, generate, json_response
 from ovserve.api.sse import NamedEventWriter
+from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
+from ovserve.dialects.openai.responses.request import ResponsesRequest, builtin_tool_refusal
 from ovserve.errors import BadRequestError, UnsupportedParameterError, bad_request
 from ovserve.json_types import JsonObject
-from ovserve.protocol import ChatCompletionRequest
-from ovserve.protocol_responses import ResponsesRequest, builtin_tool_refusal
 
 log = logging.getLogger(__name__)
 

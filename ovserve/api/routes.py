@@ -20,8 +20,17 @@ from ovserve.api.sse import SSEWriter, dumps
 from ovserve.core.job import Job
 from ovserve.dialects.body import Body as BodyModel
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
+from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.completions.request import CompletionRequest
+from ovserve.dialects.openai.request import SamplingRequest
 from ovserve.dialects.openai.responses.store import OPEN_OWNER
+from ovserve.dialects.openai.retrieval.request import (
+    DetokenizeRequest,
+    EmbeddingRequest,
+    RerankRequest,
+    TokenizeRequest,
+)
 from ovserve.engine.client import EngineState
 from ovserve.errors import (
     AZURE,
@@ -33,15 +42,6 @@ from ovserve.errors import (
 )
 from ovserve.json_types import JsonObject
 from ovserve.metrics import RequestRecorder
-from ovserve.protocol import (
-    ChatCompletionRequest,
-    CompletionRequest,
-    DetokenizeRequest,
-    EmbeddingRequest,
-    RerankRequest,
-    SamplingRequest,
-    TokenizeRequest,
-)
 
 log = logging.getLogger(__name__)
 

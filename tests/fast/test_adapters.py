@@ -13,11 +13,11 @@ from ovserve.core.conversation import Conversation, ForcedTool, Image, Reasoning
 from ovserve.core.job import Delta, Usage
 from ovserve.core.output import ParsedDelta
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
+from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
+from ovserve.dialects.openai.responses.request import ResponsesRequest
 from ovserve.dialects.openai.responses.store import ResponseStore
 from ovserve.parsers.base import ToolCall as ParsedCall
-from ovserve.protocol import ChatCompletionRequest
-from ovserve.protocol_responses import ResponsesRequest
 
 
 def delta(choice: int = 0, content: str = "", **fields: Any) -> Delta:

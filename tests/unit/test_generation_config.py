@@ -8,10 +8,10 @@ import pytest
 
 from ovserve.core.conversation import Sampling
 from ovserve.core.generation_config import BUILTIN_DEFAULTS, resolve_generation_params, resolve_max_new_tokens
+from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.engine.messages import GenerationParams
 from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
 from ovserve.models.defaults import ModelDefaults
-from ovserve.protocol import ChatCompletionRequest
 
 NOT_SENT = Sampling()  # max_tokens not sent
 

@@ -17,9 +17,9 @@ from pydantic import ValidationError
 from ovserve.core.conversation import Image as ImageRef
 from ovserve.core.media import MediaResolver, decode_image
 from ovserve.dialects.openai.chat.adapter import messages_of
+from ovserve.dialects.openai.chat.request import ChatMessage
 from ovserve.errors import MediaError, MediaNotAllowedError, MediaTooLargeError
 from ovserve.models.vision import FALLBACK_MAX_SIDE, PREPROCESSOR_FILE, VISION_ENCODER_FILE, ImageTarget, VisionModel
-from ovserve.protocol import ChatMessage
 from ovserve.settings.schema import MediaSettings
 from tests import images
 

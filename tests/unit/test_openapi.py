@@ -22,16 +22,16 @@ from ovserve.api import keys
 from ovserve.api.openapi import openapi_document
 from ovserve.api.table import add_routes
 from ovserve.app import create_app
-from ovserve.models.served import ModelRegistry
-from ovserve.protocol import (
-    ChatCompletionRequest,
-    CompletionRequest,
+from ovserve.dialects.openai.chat.request import ChatCompletionRequest
+from ovserve.dialects.openai.completions.request import CompletionRequest
+from ovserve.dialects.openai.responses.request import ResponsesRequest
+from ovserve.dialects.openai.retrieval.request import (
     DetokenizeRequest,
     EmbeddingRequest,
     RerankRequest,
     TokenizeRequest,
 )
-from ovserve.protocol_responses import ResponsesRequest
+from ovserve.models.served import ModelRegistry
 from ovserve.settings.schema import ServerSettings
 
 PATHS: dict[str, type[BaseModel]] = {

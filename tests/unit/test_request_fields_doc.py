@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 
 from ovserve.api.field_policy import FIELD_RULES, Endpoint
-from ovserve.protocol import ChatCompletionRequest, CompletionRequest
+from ovserve.dialects.openai.chat.request import ChatCompletionRequest
+from ovserve.dialects.openai.completions.request import CompletionRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "request-fields.md"

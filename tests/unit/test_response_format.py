@@ -11,8 +11,8 @@ import pytest
 from ovserve.core.conversation import ConstFormat, OutputFormat, RegexFormat
 from ovserve.core.guided import response_format_grammar
 from ovserve.dialects.openai.chat.adapter import conversation_of
+from ovserve.dialects.openai.chat.request import ChatCompletionRequest, JSONSchemaFormat
 from ovserve.errors import BadRequestError, bad_request
-from ovserve.protocol import ChatCompletionRequest, JSONSchemaFormat
 
 
 def _format(request: ChatCompletionRequest) -> OutputFormat | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ovserve.protocol import SamplingRequest
-from ovserve.protocol_responses import ResponsesRequest
+from ovserve.dialects.openai.request import SamplingRequest
+from ovserve.dialects.openai.responses.request import ResponsesRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "responses-fields.md"

@@ -10,9 +10,9 @@ import pytest
 
 from ovserve.core.chat import template_messages
 from ovserve.dialects.openai.chat.adapter import messages_of
+from ovserve.dialects.openai.chat.request import ChatMessage
 from ovserve.errors import BadRequestError
 from ovserve.models.vision import VISION_ENCODER_FILE, VisionModel
-from ovserve.protocol import ChatMessage
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:,"}}
 

@@ -27,22 +27,19 @@ from ovserve.core.conversation import (
 )
 from ovserve.core.job import Delta, Logprob
 from ovserve.dialects.openai.chat import response as body
-from ovserve.dialects.openai.common import ErrorBody, Usage
-from ovserve.errors import OvserveError
-from ovserve.parsers.base import ToolCall as ParsedToolCall
-from ovserve.protocol import (
+from ovserve.dialects.openai.chat.request import (
     ChatCompletionRequest,
     ChatMessage,
-    ConstStringFormat,
     ImagePart,
-    JSONObjectFormat,
     JSONSchemaFormat,
     NamedToolChoice,
     TextPart,
 )
-from ovserve.protocol import (
-    RegexFormat as RegexRequestFormat,
-)
+from ovserve.dialects.openai.common import ErrorBody, Usage
+from ovserve.dialects.openai.request import ConstStringFormat, JSONObjectFormat
+from ovserve.dialects.openai.request import RegexFormat as RegexRequestFormat
+from ovserve.errors import OvserveError
+from ovserve.parsers.base import ToolCall as ParsedToolCall
 
 
 def conversation_of(request: ChatCompletionRequest) -> Conversation:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from ovserve.core.completion import CompletionGeneration, CompletionJob, Prompts
 from ovserve.core.job import Logprob
 from ovserve.dialects.openai.common import ErrorBody, Usage
+from ovserve.dialects.openai.completions.request import CompletionRequest
 from ovserve.dialects.openai.completions.response import Completion, CompletionChoice, CompletionLogprobs
 from ovserve.errors import OvserveError, UnsupportedParameterError
-from ovserve.protocol import CompletionRequest
 
 
 @dataclass(slots=True)

@@ -56,7 +56,22 @@ from ovserve.core.conversation import (
     ToolCall,
     ToolChoice,
 )
+from ovserve.dialects.openai.request import ConstStringFormat, JSONObjectFormat
+from ovserve.dialects.openai.request import RegexFormat as RegexRequestFormat
 from ovserve.dialects.openai.responses.events import OutputBuilder, new_id
+from ovserve.dialects.openai.responses.request import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    FunctionToolChoice,
+    InputImage,
+    JSONSchemaTextFormat,
+    MessageItem,
+    ReasoningItem,
+    ResponsesRequest,
+    part_text,
+)
+from ovserve.dialects.openai.responses.request import InputItem as InputItemUnion
 from ovserve.dialects.openai.responses.response import (
     FailureCode,
     IncompleteDetails,
@@ -82,21 +97,6 @@ from ovserve.dialects.openai.responses.response import (
 )
 from ovserve.dialects.openai.responses.store import ResponseStore, StoreFault
 from ovserve.errors import BadRequestError, NotFoundError, OvserveError, ServiceUnavailableError
-from ovserve.protocol import ConstStringFormat, JSONObjectFormat
-from ovserve.protocol import RegexFormat as RegexRequestFormat
-from ovserve.protocol_responses import (
-    FunctionCallItem,
-    FunctionCallOutputItem,
-    FunctionTool,
-    FunctionToolChoice,
-    InputImage,
-    JSONSchemaTextFormat,
-    MessageItem,
-    ReasoningItem,
-    ResponsesRequest,
-    part_text,
-)
-from ovserve.protocol_responses import InputItem as InputItemUnion
 
 # Seconds a client is asked to wait after a store fault: a disk that filled up or went away is
 # not back in a second, and a retry sooner only adds load.

@@ -4,7 +4,7 @@ for the conventions).
 
 The names follow OpenAI's OpenAPI document (``Response``, ``OutputMessage``,
 ``ResponseTextDeltaEvent``...) where they do not clash with the request's own models
-(:mod:`ovserve.protocol_responses`), so the two documents read side by side.
+(:mod:`ovserve.dialects.openai.responses.request`), so the two documents read side by side.
 
 The request settings a response echoes (``reasoning``, ``text.format``) are echoed as the client
 sent them, fields this server does not know included: their models allow extra fields.

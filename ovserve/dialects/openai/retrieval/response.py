@@ -1,5 +1,5 @@
 """The bodies of ``POST /v3/embeddings`` (OpenAI's shape), ``/v3/rerank`` (OVMS's and Cohere's) and
-``/v3/tokenize`` / ``/v3/detokenize`` (llama.cpp's), as :mod:`ovserve.dialects.openai.retrieval`
+``/v3/tokenize`` / ``/v3/detokenize`` (llama.cpp's), as :mod:`ovserve.dialects.openai.retrieval.adapter`
 builds them (see :mod:`ovserve.dialects.body` for the conventions)."""
 
 from __future__ import annotations

@@ -26,7 +26,13 @@ import numpy as np
 # counts exactly the prompt /chat/completions would send.
 from ovserve.core.chat import template_messages
 from ovserve.dialects.openai.chat.adapter import messages_of
-from ovserve.dialects.openai.retrieval_response import (
+from ovserve.dialects.openai.retrieval.request import (
+    DetokenizeRequest,
+    EmbeddingRequest,
+    RerankRequest,
+    TokenizeRequest,
+)
+from ovserve.dialects.openai.retrieval.response import (
     DetokenizeResponse,
     Embedding,
     EmbeddingResponse,
@@ -40,7 +46,6 @@ from ovserve.dialects.openai.retrieval_response import (
 from ovserve.errors import BadRequestError
 from ovserve.metrics import RequestRecorder
 from ovserve.models.served import ModelRegistry, ServedModel
-from ovserve.protocol import DetokenizeRequest, EmbeddingRequest, RerankRequest, TokenizeRequest
 
 
 def _ready(model: ServedModel) -> ServedModel:

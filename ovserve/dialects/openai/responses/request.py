@@ -1,7 +1,7 @@
 """Pydantic models of ``POST /v3/responses``: OpenAI's Responses API request body.
 
-No engine imports here, as in :mod:`ovserve.protocol`. The request inherits the whole sampling
-surface of :class:`~ovserve.protocol.SamplingRequest` (the OVMS extensions ``top_k``,
+No engine imports here, as in :mod:`ovserve.dialects.openai.request`. The request inherits the whole sampling
+surface of :class:`~ovserve.dialects.openai.request.SamplingRequest` (the OVMS extensions ``top_k``,
 ``repetition_penalty``, ``stop``... in the body, as for chat); the Responses fields are modelled
 here and adapted onto the generation core by ``ovserve.dialects.openai.responses.adapter``.
 
@@ -20,16 +20,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
 
-from ovserve.errors import by_type, str_or_list, tag
-from ovserve.json_types import JsonObject
-from ovserve.protocol import (
+from ovserve.dialects.openai.request import (
     ConstStringFormat,
     JSONObjectFormat,
+    Lenient,
     RegexFormat,
     SamplingRequest,
     TextFormat,
-    _Lenient,
 )
+from ovserve.errors import by_type, str_or_list, tag
+from ovserve.json_types import JsonObject
 
 # OpenAI: at most 16 metadata pairs, keys up to 64 characters, values up to 512.
 MAX_METADATA_PAIRS = 16
@@ -43,12 +43,12 @@ PART_TYPES = ("input_text", "input_image", "output_text", "refusal")
 # -- content parts ---------------------------------------------------------------------------
 
 
-class InputText(_Lenient):
+class InputText(Lenient):
     type: Literal["input_text"]
     text: str
 
 
-class InputImage(_Lenient):
+class InputImage(Lenient):
     type: Literal["input_image"]
     # A data URL, an allowed http(s) URL or an allowed local path (the chat media policy).
     # OpenAI's file_id (an uploaded file) has no equivalent here.
@@ -56,12 +56,12 @@ class InputImage(_Lenient):
     detail: Literal["low", "high", "auto", "original"] | None = None
 
 
-class OutputText(_Lenient):
+class OutputText(Lenient):
     type: Literal["output_text"]
     text: str
 
 
-class Refusal(_Lenient):
+class Refusal(Lenient):
     type: Literal["refusal"]
     refusal: str
 
@@ -91,7 +91,7 @@ def part_text(part: InputText | InputImage | OutputText | Refusal) -> str | None
 # -- input items -----------------------------------------------------------------------------
 
 
-class MessageItem(_Lenient):
+class MessageItem(Lenient):
     """A message; ``type`` may be left out (OpenAI's "easy input message")."""
 
     type: Literal["message"] = "message"
@@ -99,7 +99,7 @@ class MessageItem(_Lenient):
     content: Content
 
 
-class FunctionCallItem(_Lenient):
+class FunctionCallItem(Lenient):
     """A call the model made (echoed back by the client, or from a stored response)."""
 
     type: Literal["function_call"]
@@ -108,7 +108,7 @@ class FunctionCallItem(_Lenient):
     arguments: str
 
 
-class FunctionCallOutputItem(_Lenient):
+class FunctionCallOutputItem(Lenient):
     """The client's result of a function call."""
 
     type: Literal["function_call_output"]
@@ -124,17 +124,17 @@ class FunctionCallOutputItem(_Lenient):
         return "".join(text for part in self.output if (text := part_text(part)) is not None)
 
 
-class SummaryText(_Lenient):
+class SummaryText(Lenient):
     type: Literal["summary_text"]
     text: str
 
 
-class ReasoningText(_Lenient):
+class ReasoningText(Lenient):
     type: Literal["reasoning_text"]
     text: str
 
 
-class ReasoningItem(_Lenient):
+class ReasoningItem(Lenient):
     """Reasoning the model wrote; its text goes back into the template as ``reasoning_content``."""
 
     type: Literal["reasoning"]
@@ -161,7 +161,7 @@ Input = Annotated[
 # -- tools, text format, reasoning -----------------------------------------------------------
 
 
-class FunctionTool(_Lenient):
+class FunctionTool(Lenient):
     type: Literal["function"]
     name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
     description: str | None = None
@@ -169,12 +169,12 @@ class FunctionTool(_Lenient):
     strict: bool | None = None
 
 
-class FunctionToolChoice(_Lenient):
+class FunctionToolChoice(Lenient):
     type: Literal["function"]
     name: str
 
 
-class JSONSchemaTextFormat(_Lenient):
+class JSONSchemaTextFormat(Lenient):
     """The Responses API's json_schema format: the chat format's ``json_schema`` object, flattened."""
 
     type: Literal["json_schema"]
@@ -194,13 +194,13 @@ TextFormatConfig = Annotated[
 ]
 
 
-class TextParam(_Lenient):
+class TextParam(Lenient):
     format: TextFormatConfig | None = None
     # OpenAI's length hint for its own models; the output is the model's either way.
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
-class ReasoningParam(_Lenient):
+class ReasoningParam(Lenient):
     """Accepted and echoed: whether a model reasons is its template's and parser's business here
     (``chat_template_kwargs`` passes a template switch such as ``enable_thinking``)."""
 

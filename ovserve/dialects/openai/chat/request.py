@@ -1,0 +1,185 @@
+"""The body of ``POST /v3/chat/completions`` (see :mod:`ovserve.dialects.openai.request` for the
+conventions every OpenAI request model follows)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Discriminator, Field, Tag, model_validator
+
+from ovserve.dialects.openai.request import (
+    ConstStringFormat,
+    JSONObjectFormat,
+    Lenient,
+    RegexFormat,
+    SamplingRequest,
+    TextFormat,
+)
+from ovserve.errors import by_type, tag
+from ovserve.json_types import JsonObject
+
+
+class TextPart(Lenient):
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(Lenient):
+    url: str
+    detail: str | None = None
+
+
+class ImagePart(Lenient):
+    type: Literal["image_url"]
+    # MindIE sends the URL as a plain string; OpenAI wraps it in {"url": ...}.
+    image_url: ImageURL | str
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
+class FunctionCall(Lenient):
+    name: str
+    arguments: str
+
+
+class ToolCall(Lenient):
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessage(Lenient):
+    # "developer" is OpenAI's newer name for "system"; it is rendered as "system".
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
+
+    @model_validator(mode="after")
+    def _content_required(self) -> ChatMessage:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError(f"a '{self.role}' message needs 'content'")
+        return self
+
+    def text_parts(self) -> list[str]:
+        if self.content is None:
+            return []
+        if isinstance(self.content, str):
+            return [self.content]
+        return [part.text for part in self.content if isinstance(part, TextPart)]
+
+    def image_parts(self) -> list[ImagePart]:
+        if not isinstance(self.content, list):
+            return []
+        return [part for part in self.content if isinstance(part, ImagePart)]
+
+
+class FunctionDefinition(Lenient):
+    # OpenAI: a-z, A-Z, 0-9, underscores and dashes, at most 64 characters.
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: JsonObject | None = None
+    strict: bool | None = None
+
+
+class ToolDefinition(Lenient):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedFunction(Lenient):
+    name: str
+
+
+class NamedToolChoice(Lenient):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class JSONSchemaSpec(Lenient):
+    # OpenAI requires a name; ovserve never did (the name only labels the schema for the model).
+    name: str | None = None
+    description: str | None = None
+    # No schema (or {}) admits any JSON value. ``schema_``: "schema" is a BaseModel method.
+    schema_: JsonObject = Field(default_factory=dict, alias="schema")
+    # Every schema is enforced (or refused) whatever strict says: see ovserve.core.guided.
+    strict: bool | None = None
+
+
+class JSONSchemaFormat(Lenient):
+    """OpenAI: JSON matching ``json_schema.schema``."""
+
+    type: Literal["json_schema"]
+    json_schema: JSONSchemaSpec
+
+
+ResponseFormat = Annotated[
+    Annotated[TextFormat, Tag(tag("text"))]
+    | Annotated[JSONObjectFormat, Tag(tag("json_object"))]
+    | Annotated[JSONSchemaFormat, Tag(tag("json_schema"))]
+    | Annotated[RegexFormat, Tag(tag("regex"))]
+    | Annotated[ConstStringFormat, Tag(tag("const_string"))],
+    Discriminator(by_type(None)),
+]
+
+
+class ChatCompletionRequest(SamplingRequest):
+    """The body of ``POST /v3/chat/completions``."""
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    # Only the chosen token's logprob exists (the engine gives no alternatives); top_logprobs > 0
+    # is refused by the field policy.
+    logprobs: bool = False
+    tools: list[ToolDefinition] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    # False: at most one tool call is returned (and a forced call is exactly one).
+    parallel_tool_calls: bool = True
+    response_format: ResponseFormat | None = None
+    chat_template_kwargs: JsonObject | None = None
+
+    @model_validator(mode="after")
+    def _tool_choice_needs_tools(self) -> ChatCompletionRequest:
+        if self.tool_choice not in (None, "none", "auto") and not self.tools:
+            raise ValueError("'tool_choice' forcing a call needs 'tools'")
+        if isinstance(self.tool_choice, NamedToolChoice):
+            names = [tool.function.name for tool in self.tools or []]
+            if self.tool_choice.function.name not in names:
+                raise ValueError(f"tool_choice names '{self.tool_choice.function.name}', which is not in tools {names}")
+        return self
+
+    def offered_tools(self) -> list[ToolDefinition]:
+        """The tools the model is offered: none for tool_choice none, only the named one if named."""
+        if not self.tools or self.tool_choice == "none":
+            return []
+        if isinstance(self.tool_choice, NamedToolChoice):
+            return [tool for tool in self.tools if tool.function.name == self.tool_choice.function.name]
+        return list(self.tools)
+
+    @property
+    def forces_tool_call(self) -> bool:
+        return self.tool_choice == "required" or isinstance(self.tool_choice, NamedToolChoice)
+
+    @property
+    def output_limit(self) -> int | None:
+        """``max_completion_tokens`` is OpenAI's newer name; it wins over ``max_tokens``."""
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    @property
+    def output_limit_param(self) -> str:
+        return "max_completion_tokens" if self.max_completion_tokens is not None else "max_tokens"
+
+    @property
+    def output_limit_removed(self) -> bool:
+        if self.max_completion_tokens is not None:
+            return False
+        if "max_completion_tokens" in self.model_fields_set:
+            return True
+        return super().output_limit_removed
+
+    @property
+    def wants_logprobs(self) -> bool:
+        return self.logprobs
