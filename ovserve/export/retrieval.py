@@ -151,7 +151,7 @@ def render_graph(plan: RetrievalPlan) -> str:
 
 def check_runs(graph_path: Path, plan: RetrievalPlan) -> None:
     """Build the pipeline the server builds from the graph (on CPU) and embed or score one text."""
-    from ovserve.engine.worker import build_pipeline
+    from ovserve.engine.pipelines import build_pipeline
     from ovserve.export.verification import ovserve_settings
 
     started = time.monotonic()

@@ -54,7 +54,7 @@ def check_loads(settings: ModelSettings, task: str, source: Source) -> None:
     import openvino as ov
     import openvino_genai
 
-    from ovserve.engine.worker import build_pipeline
+    from ovserve.engine.pipelines import build_pipeline
 
     started = time.monotonic()
     spec = settings.engine_spec()

@@ -1,7 +1,7 @@
 """The ``embeddings`` workload: embeddings/s for batches of 1, 8 and 64 inputs of 128 tokens.
 
 The raw side is the ``TextEmbeddingPipeline`` the engine builds for the same flags
-(``ovserve.engine.worker.build_pipeline``), called in this process with each whole batch, as a user
+(``ovserve.engine.pipelines.build_pipeline``), called in this process with each whole batch, as a user
 of the pipeline would call it. The server side sends the same batches, one request after another,
 to ``POST /v3/embeddings``. Each level embeds ``--embed_inputs`` inputs in all (at least four
 batches), every input distinct, so the ratio compares the same work.
@@ -71,7 +71,7 @@ class Embeddings(Workload):
         return [texts[start : start + level] for start in range(0, len(texts) - level + 1, level)]
 
     def run_raw(self, context: Context, spec: EngineSpec, level: int) -> Figures:
-        from ovserve.engine.worker import build_pipeline
+        from ovserve.engine.pipelines import build_pipeline
 
         pipeline = build_pipeline(spec)
         batches = self.batches(context, level)

@@ -34,7 +34,7 @@ class RawDriver:
     def __init__(self, spec: EngineSpec) -> None:
         import openvino_genai as ov_genai
 
-        from ovserve.engine.worker import build_pipeline
+        from ovserve.engine.pipelines import build_pipeline
 
         self._ov_genai = ov_genai
         self.pipe = build_pipeline(spec)

@@ -48,7 +48,7 @@ Script = Callable[[AddRequest], Iterable[Step]]
 
 _pids = itertools.count(90_000)
 
-# As the real engine: a report at least this often, idle or busy (ovserve.engine.worker).
+# As the real engine: a report at least this often, idle or busy (ovserve.engine.loop).
 HEARTBEAT_INTERVAL_S = 0.2
 
 

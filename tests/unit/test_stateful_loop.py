@@ -17,8 +17,9 @@ from ovserve.engine.messages import (
     StatsReply,
     StatsRequest,
 )
+from ovserve.engine.pipelines import build_pipeline
 from ovserve.engine.spec import EngineSpec, PipelineKind
-from ovserve.engine.worker import StatefulEngineLoop, build_pipeline
+from ovserve.engine.stateful import StatefulEngineLoop
 
 PARAMS = GenerationParams(
     max_new_tokens=4, temperature=0.0, top_p=1.0, top_k=0, min_p=0.0, repetition_penalty=1.0,

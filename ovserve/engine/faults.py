@@ -1,0 +1,59 @@
+"""Faults injected into a real engine process, for the end-to-end tests: failures the real
+pipeline cannot be made to produce on cue (a ``step()`` that raises, a ``step()`` that hangs, a
+slow vision encoder). :class:`FaultInjectingLoop` is the continuous-batching loop with those hooks;
+the engine process runs it only when its spec carries an :class:`~ovserve.engine.spec.EngineFault`
+(set from ``OVSERVE_TEST_*`` variables by tests), so a production engine never checks for them.
+Each fault fires for a request whose ``max_tokens`` is the number the variable names.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from ovserve.engine.channel import PipeChannel
+from ovserve.engine.continuous import EngineLoop, _Active
+from ovserve.engine.messages import GenerationParams
+from ovserve.engine.prefix_cache import PrefixCacheModel
+from ovserve.engine.spec import SLOW_ADMISSION_S, EngineFault
+
+log = logging.getLogger("ovserve.engine")
+
+
+class FaultInjectingLoop(EngineLoop):
+    def __init__(
+        self,
+        pipe: Any,
+        conn: PipeChannel,
+        fault: EngineFault,
+        prefix_cache: PrefixCacheModel | None = None,
+        block_bytes: int | None = None,
+        vocab_size: int | None = None,
+    ) -> None:
+        super().__init__(pipe, conn, prefix_cache, block_bytes, vocab_size)
+        self._fault = fault
+        self._fail_next_step = False
+        self._stall_next_step = False
+
+    def _register(self, request_id: int, handle: Any, params: GenerationParams) -> _Active:
+        if params.max_new_tokens == self._fault.fail_step_on_max_new_tokens:
+            self._fail_next_step = True
+        if params.max_new_tokens == self._fault.stall_step_on_max_new_tokens:
+            self._stall_next_step = True
+        return super()._register(request_id, handle, params)
+
+    def _step_pipeline(self) -> None:
+        if self._fail_next_step:
+            self._fail_next_step = False
+            raise RuntimeError("injected step failure (EngineSpec.fault)")
+        if self._stall_next_step:
+            log.warning("injected stall (EngineSpec.fault): this engine stops making progress")
+            threading.Event().wait()  # forever, as a hung step() would; the watchdog kills us
+        super()._step_pipeline()
+
+    def _admit(self, request_id: int, text: str, images: list[Any], cfg: Any, params: GenerationParams) -> Any:
+        if params.max_new_tokens == self._fault.slow_admission_on_max_new_tokens:
+            time.sleep(SLOW_ADMISSION_S)  # a vision encoder that takes its time
+        return super()._admit(request_id, text, images, cfg, params)
