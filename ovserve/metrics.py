@@ -10,9 +10,11 @@ Contract:
   ``finish_reason``, or the error type, and the HTTP status).
 - Everything else is *read* at scrape time from state the server process already holds: each
   model's admission counts (queue depth), its engine client (ready, in flight, restarts, stalls,
-  the engine's last report: KV cache, pipeline requests) and drafting totals, the Responses
-  store's fault counts, and the event-loop lag histogram. Collecting never waits on an engine,
-  so a stuck engine cannot slow or empty ``/metrics``.
+  the engine's last report: KV cache, pipeline requests), the engine process's resident memory
+  (from ``/proc``), drafting totals, the Responses store's fault counts, and the event-loop lag
+  histogram. Collecting never waits on an engine, so a stuck engine cannot slow or empty ``/metrics``.
+- The server process's own ``process_*`` metrics (resident memory, CPU, open files) come from
+  prometheus-client's process collector, on Linux.
 
 Names follow Prometheus conventions (``ovserve_`` prefix, base units, ``_total`` counters); the
 README lists them next to the vLLM / llama.cpp metrics they correspond to.
@@ -23,9 +25,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -47,6 +50,8 @@ class _EngineState(Protocol):
     def start_failures(self) -> int: ...
     @property
     def stalls(self) -> int: ...
+    @property
+    def running_pid(self) -> int | None: ...
     @property
     def last_report(self) -> EngineStats | None: ...
     @property
@@ -179,6 +184,7 @@ class ServerMetrics:
         self._loop_lag: LoopLagMonitor | None = None
         self._store: ResponseStoreView | None = None
         self.registry.register(_ServerCollector(self))
+        ProcessCollector(registry=self.registry)
 
     def watch(
         self, models: Iterable[ServedModelView], loop_lag: LoopLagMonitor, store: ResponseStoreView | None = None
@@ -250,6 +256,19 @@ class RequestRecorder:
         self._metrics.requests.labels(**labels).inc()
 
 
+def resident_memory_bytes(pid: int) -> int | None:
+    """A process's resident memory (``VmRSS`` in ``/proc/<pid>/status``); None when there is none to
+    read: the process is gone or a zombie (no ``VmRSS`` line), or there is no ``/proc``."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_bytes()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith(b"VmRSS:"):
+            return int(line.split()[1]) * 1024  # the kernel writes kB
+    return None
+
+
 def _gauge(name: str, documentation: str) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, labels=["model"])
 
@@ -288,6 +307,9 @@ class _ServerCollector(Collector):
         kv_usage = _gauge("ovserve_kv_cache_usage_ratio", "Fraction of the KV cache in use (engine's last report).")
         kv_bytes = _gauge("ovserve_kv_cache_bytes", "KV cache the engine has allocated.")
         report_age = _gauge("ovserve_engine_report_age_seconds", "Seconds since the engine last reported its state.")
+        memory = _gauge(
+            "ovserve_engine_resident_memory_bytes", "Resident memory of the model's engine process (VmRSS at scrape)."
+        )
         accepted = _counter("ovserve_draft_accepted_tokens", "Draft tokens the main model accepted.")
         proposed = _counter("ovserve_draft_proposed_tokens", "Draft tokens proposed (num_assistant_tokens mode).")
         verify = _counter("ovserve_draft_verify_steps", "Main-model verification steps of drafting requests.")
@@ -304,6 +326,10 @@ class _ServerCollector(Collector):
             restarts.add_metric(name, engine.restarts)
             start_failures.add_metric(name, engine.start_failures)
             stalls.add_metric(name, engine.stalls)
+            pid = engine.running_pid
+            rss = None if pid is None else resident_memory_bytes(pid)
+            if rss is not None:
+                memory.add_metric(name, rss)
             report = engine.last_report
             if report is not None and engine.last_report_at is not None:
                 engine_requests.add_metric(name, report.engine_requests)
@@ -317,7 +343,7 @@ class _ServerCollector(Collector):
                 proposed.add_metric(name, model.drafting.drafted_tokens)
                 verify.add_metric(name, model.drafting.verify_steps)
         yield from (ready, inflight, waiting, running, prompt_tokens, rejected, restarts, start_failures, stalls)
-        yield from (engine_requests, handles, scheduled, kv_usage, kv_bytes, report_age)
+        yield from (engine_requests, handles, scheduled, kv_usage, kv_bytes, report_age, memory)
         if any(model.drafting.requests for model in self._metrics._models):
             yield from (accepted, proposed, verify)
         store = self._metrics._store

@@ -5,8 +5,9 @@
 Built-in kinds are checked with kubernetes-validate in strict mode (unknown fields, such as a
 misspelled one, fail). Custom resources have no schema here, so what they embed from core v1 is
 checked instead: a ServingRuntime's containers and volumes, and an InferenceService predictor's
-model container, are validated as a Pod. A ServiceMonitor embeds nothing from core v1 and is
-skipped with that reason (tests/deploy checks its fields). Any other unknown kind fails.
+model container, are validated as a Pod. A ServiceMonitor or PrometheusRule embeds nothing from
+core v1 and is skipped with that reason (tests/deploy checks its fields; promtool its rules). Any
+other unknown kind fails.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import yaml
 DEFAULT_VERSIONS = ("1.29.0", "1.33.0", "1.37.0")
 # Model-container fields of an InferenceService predictor that are KServe's, not a Container's.
 KSERVE_MODEL_FIELDS = {"modelFormat", "runtime", "storageUri", "protocolVersion", "storage"}
+_OPERATOR_CRD = "a prometheus-operator CRD with no core v1 parts and no schema available offline"
 SKIPPED = {
-    ("monitoring.coreos.com/v1", "ServiceMonitor"): "a prometheus-operator CRD with no core v1 parts "
-    "and no schema available offline",
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): _OPERATOR_CRD,
+    ("monitoring.coreos.com/v1", "PrometheusRule"): _OPERATOR_CRD,
 }
 
 

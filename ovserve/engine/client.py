@@ -214,6 +214,7 @@ class EngineClient:
         self._launches += 1
         if self._launches > 1:
             self.restarts += 1
+        self.pid = None  # the new process's Ready tells its pid
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
         started = time.monotonic()
@@ -412,6 +413,12 @@ class EngineClient:
     @property
     def inflight(self) -> int:
         return len(self._streams)
+
+    @property
+    def running_pid(self) -> int | None:
+        """The engine process's pid while this client is attached to it; None before its Ready and
+        once it died, stalled or stopped (a reaped process's pid may soon be another's)."""
+        return self.pid if self._conn is not None else None
 
     def not_ready_error(self) -> ServiceUnavailableError:
         """The 503 for a request to this model while it loads, restarts, fails to start or stops."""

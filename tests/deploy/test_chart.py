@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
@@ -21,6 +22,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "single-model-mode": {"model": {"mode": "single", "single": {"name": "qwen", "path": "qwen"}}},
     "kubelet-sleep-prestop": {"preStop": {"handler": "sleep", "sleepSeconds": 5}},
     "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+    "alerts-and-dashboard": {
+        "monitoring": {
+            "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+            "dashboard": {"enabled": True, "annotations": {"grafana_folder": "LLM"}, "namespace": "monitoring"},
+        }
+    },
     "cpu-autoscaling-fallback": {"autoscaling": {"queueDepth": {"enabled": False}}},
     "fixed-replicas": {"autoscaling": {"enabled": False}, "replicaCount": 3},
     "client-ip-affinity": {"service": {"sessionAffinity": "ClientIP"}},
@@ -213,3 +220,29 @@ def test_image_source_without_a_reference_is_refused() -> None:
 
 def test_unknown_model_source_is_refused() -> None:
     assert "model.source must be pvc, image or export" in helm_fails({"model": {"source": "s3"}})
+
+
+def test_alerts_and_dashboard_are_off_by_default() -> None:
+    kinds = {item["kind"] for item in render_objects()}
+    assert "PrometheusRule" not in kinds and "ConfigMap" not in kinds
+
+
+def test_prometheus_rule_holds_the_alert_rule_file() -> None:
+    rule = only(render_objects(VARIANTS["alerts-and-dashboard"]), "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    # The file's groups, untouched: the alerts' {{ $labels }} templates are Prometheus', not helm's.
+    assert rule["spec"] == yaml.safe_load((ROOT / "deploy" / "monitoring" / "ovserve-alerts.yaml").read_text())
+    assert "{{ $labels.model }}" in rule["spec"]["groups"][0]["rules"][0]["annotations"]["summary"]
+
+
+def test_dashboard_config_map_holds_the_dashboard_for_grafana_s_sidecar() -> None:
+    config_map = only(render_objects(VARIANTS["alerts-and-dashboard"]), "ConfigMap")
+    metadata = config_map["metadata"]
+    assert metadata["labels"]["grafana_dashboard"] == "1"
+    assert metadata["annotations"] == {"grafana_folder": "LLM"}
+    assert metadata["namespace"] == "monitoring"
+    dashboard = (ROOT / "deploy" / "monitoring" / "ovserve-dashboard.json").read_text()
+    assert config_map["data"] == {"ovserve-dashboard.json": dashboard}
+    in_release_namespace = only(render_objects({"monitoring": {"dashboard": {"enabled": True}}}), "ConfigMap")
+    assert "namespace" not in in_release_namespace["metadata"]

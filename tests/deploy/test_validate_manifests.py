@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from scripts.render_manifests import MANIFEST, ROOT
 from scripts.validate_manifests import main, validate_text
 
@@ -30,8 +32,9 @@ def test_serving_runtime_container_is_validated_as_core_v1() -> None:
     assert len(failed) == 1 and "'readinesProbe' was unexpected" in failed[0].message
 
 
-def test_service_monitor_is_skipped_with_a_reason() -> None:
-    text = "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: m}\nspec: {}\n"
+@pytest.mark.parametrize("kind", ["ServiceMonitor", "PrometheusRule"])
+def test_prometheus_operator_resources_are_skipped_with_a_reason(kind: str) -> None:
+    text = f"apiVersion: monitoring.coreos.com/v1\nkind: {kind}\nmetadata: {{name: m}}\nspec: {{}}\n"
     [finding] = validate_text(text, "monitor", ["1.33.0"])
     assert finding.ok and finding.message.startswith("skipped: ")
 

@@ -125,6 +125,7 @@ async def test_a_hung_idle_engine_turns_not_ready_refuses_at_once_and_is_replace
     status, _ = await served.chat(messages=messages)
     assert status == 200
     hung = fast.launcher.engine
+    assert fast.model.engine.running_pid == hung.pid  # whose memory /metrics reads
     fast.launcher.gate.clear()  # the replacement takes a while to load, as a real one does
     hung.hung.set()  # idle and silent, as after SIGSTOP
 
@@ -139,10 +140,12 @@ async def test_a_hung_idle_engine_turns_not_ready_refuses_at_once_and_is_replace
         assert "Retry-After" in response.headers
     assert len(hung.adds()) == 1
     assert await readiness() == 503
+    assert fast.model.engine.running_pid is None  # the killed one's pid is no longer read
     # A new engine process takes over and serves.
     fast.launcher.gate.set()
     await eventually(lambda: fast.model.engine.ready and len(fast.launcher.launched) == 2)
     assert await readiness() == 200
+    assert fast.model.engine.running_pid == fast.launcher.launched[1].pid
     status, body = await served.chat(messages=messages)
     assert status == 200, body
     assert fast.model.engine.restarts == 1
