@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -58,6 +60,9 @@ def _samples(*models: _Model) -> dict[tuple[str, str], float]:
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     """A child whose memory stands still while it is read twice."""
     process = subprocess.Popen(["sleep", "60"])
+    # Until it sleeps, a freshly started process is still mapping its pages in.
+    while "(sleeping)" not in Path(f"/proc/{process.pid}/status").read_text():
+        time.sleep(0.01)
     yield process
     process.kill()
     process.wait()
