@@ -64,6 +64,33 @@ def running_server(model_dir: Path, port: int, server_args: str = "", checkout: 
             process.wait()
 
 
+def _listening_pid(port: int) -> int | None:
+    """The process listening on ``port`` of this machine (the socket's inode, found in /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(fields[9])
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            links = [os.readlink(fd) for fd in fd_dir.iterdir()]
+        except OSError:
+            continue
+        if any(link.startswith("socket:[") and link[8:-1] in inodes for link in links):
+            return int(fd_dir.parent.name)
+    return None
+
+
+def server_cpu_seconds(url: str) -> float | None:
+    """CPU time the server process itself (not its engine processes) has used so far."""
+    pid = _listening_pid(int(url.rsplit(":", 1)[1]))
+    if pid is None:
+        return None
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def client_session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=900))
 

@@ -24,7 +24,15 @@ from ovserve.models.served import ServedModel
 
 from .measure import Figures, Trace, ms, percentile, summary
 from .raw import RawDriver
-from .server import client_session, loop_lag_histogram, loop_lag_p99_ms, stream_chat, stream_responses, warm_up
+from .server import (
+    client_session,
+    loop_lag_histogram,
+    loop_lag_p99_ms,
+    server_cpu_seconds,
+    stream_chat,
+    stream_responses,
+    warm_up,
+)
 
 Messages = list[dict[str, Any]]
 
@@ -131,11 +139,18 @@ async def _gather_server(url: str, requests: list[tuple[Messages, int, str]]) ->
     async with client_session() as session:
         await warm_up(session, url)
         before = await loop_lag_histogram(session, url)
+        cpu_before = server_cpu_seconds(url)
         start = time.perf_counter()
         traces = await asyncio.gather(*(stream_chat(session, url, m, n, Trace(tag, start)) for m, n, tag in requests))
         wall = time.perf_counter() - start
+        cpu_after = server_cpu_seconds(url)
         after = await loop_lag_histogram(session, url)
-    return list(traces), wall, {"loop_lag_p99_ms": loop_lag_p99_ms(before, after)}
+    extra: Figures = {"loop_lag_p99_ms": loop_lag_p99_ms(before, after)}
+    tokens = sum(trace.tokens for trace in traces)
+    if cpu_before is not None and cpu_after is not None and tokens:
+        # The server process's own CPU (HTTP, templating, SSE; not the engine's) per streamed token.
+        extra["server_cpu_us_per_token"] = (cpu_after - cpu_before) / tokens * 1e6
+    return list(traces), wall, extra
 
 
 COMMON_COLUMNS = (
@@ -154,7 +169,11 @@ class Uniform(Workload):
         "output tokens"
     )
     headline = "tok_s"
-    columns = (*COMMON_COLUMNS, ("loop_lag_p99_ms", "loop lag p99 ms"))
+    columns = (
+        *COMMON_COLUMNS,
+        ("loop_lag_p99_ms", "loop lag p99 ms"),
+        ("server_cpu_us_per_token", "server CPU us/token"),
+    )
 
     def levels(self, options: Options) -> list[int]:
         return options.concurrency
