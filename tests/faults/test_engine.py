@@ -139,3 +139,31 @@ def test_an_engine_killed_mid_unary_request_is_a_retryable_503_in_every_dialect(
             server.wait_ready(timeout=120)
     finally:
         server.stop()
+
+
+def test_a_model_directory_that_disappears_keeps_serving_and_a_restart_says_why(tiny_llm: Path, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(tiny_llm, model)
+    server = start_server(tmp_path, model)
+    chat = {"model": "tiny-llm", **CHAT}
+    try:
+        moved = tmp_path / "moved-away"
+        model.rename(moved)  # deleted or unmounted under a running server
+        # The running engine has what it needs in memory: it keeps serving.
+        for _ in range(3):
+            assert httpx.post(f"{server.url}/v3/chat/completions", json=chat, timeout=60).status_code == 200
+        # A restart cannot load it: readiness and the answer say so, the log says why, once per attempt.
+        (engine_pid,) = server.engine_pids()
+        os.kill(engine_pid, signal.SIGKILL)
+        assert wait_for(lambda: (server.metric("ovserve_engine_start_failures_total") or 0) >= 1, timeout=120)
+        assert _status(f"{server.url}/v2/models/tiny-llm/ready") == 503
+        refused = httpx.post(f"{server.url}/v3/chat/completions", json=chat, timeout=10)
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "model_load_failed"
+        assert f"could not load {model}" in server.log()
+        # Back in place: the next attempt loads it and the model serves again.
+        moved.rename(model)
+        server.wait_ready(timeout=180)
+        assert httpx.post(f"{server.url}/v3/chat/completions", json=chat, timeout=60).status_code == 200
+        assert server.process.poll() is None
+    finally:
+        server.stop()
