@@ -1,6 +1,6 @@
 """Faults injected into a real engine process, for the end-to-end tests: failures the real
 pipeline cannot be made to produce on cue (a ``step()`` that raises, a ``step()`` that hangs, a
-slow vision encoder). :class:`FaultInjectingLoop` is the continuous-batching loop with those hooks;
+slow vision encoder, slow steps). :class:`FaultInjectingLoop` is the continuous-batching loop with those hooks;
 the engine process runs it only when its spec carries an :class:`~ovserve.engine.spec.EngineFault`
 (set from ``OVSERVE_TEST_*`` variables by tests), so a production engine never checks for them.
 Each fault fires for a request whose ``max_tokens`` is the number the variable names.
@@ -17,7 +17,7 @@ from ovserve.engine.channel import PipeChannel
 from ovserve.engine.continuous import EngineLoop, _Active
 from ovserve.engine.messages import GenerationParams
 from ovserve.engine.prefix_cache import PrefixCacheModel
-from ovserve.engine.spec import SLOW_ADMISSION_S, EngineFault
+from ovserve.engine.spec import SLOW_ADMISSION_S, SLOW_STEP_S, EngineFault
 
 log = logging.getLogger("ovserve.engine")
 
@@ -45,6 +45,9 @@ class FaultInjectingLoop(EngineLoop):
         return super()._register(request_id, handle, params)
 
     def _step_pipeline(self) -> None:
+        slow = self._fault.slow_step_on_max_new_tokens
+        if slow and any(active.params.max_new_tokens == slow for active in self._active.values()):
+            time.sleep(SLOW_STEP_S)
         if self._fail_next_step:
             self._fail_next_step = False
             raise RuntimeError("injected step failure (EngineSpec.fault)")

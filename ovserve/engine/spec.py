@@ -107,9 +107,11 @@ class SchedulerSettings(BaseModel):
 FAULT_ENV = "OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS"
 STALL_ENV = "OVSERVE_TEST_STALL_STEP_ON_MAX_TOKENS"
 SLOW_ADMISSION_ENV = "OVSERVE_TEST_SLOW_ADMISSION_ON_MAX_TOKENS"
+SLOW_STEP_ENV = "OVSERVE_TEST_SLOW_STEP_ON_MAX_TOKENS"
 
 
 SLOW_ADMISSION_S = 1.5
+SLOW_STEP_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -124,19 +126,24 @@ class EngineFault:
     ``slow_admission_on_max_new_tokens``: a VLM request with this ``max_new_tokens`` takes
     :data:`SLOW_ADMISSION_S` longer to add, as a large image's vision encoder would (the tiny
     test VLM encodes in milliseconds).
+    ``slow_step_on_max_new_tokens``: while such a request runs, every ``step()`` takes
+    :data:`SLOW_STEP_S` longer, as a large model's would (the tiny test model may finish a long
+    generation before a deadline a test set).
     """
 
     fail_step_on_max_new_tokens: int = 0
     stall_step_on_max_new_tokens: int = 0
     slow_admission_on_max_new_tokens: int = 0
+    slow_step_on_max_new_tokens: int = 0
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> EngineFault | None:
-        """The faults :data:`FAULT_ENV`, :data:`STALL_ENV` and :data:`SLOW_ADMISSION_ENV` ask for (e.g. ``=777``)."""
+        """The faults the ``OVSERVE_TEST_*`` variables above ask for (e.g. ``=777``)."""
         fault = cls(
             fail_step_on_max_new_tokens=int(environ.get(FAULT_ENV, "0") or 0),
             stall_step_on_max_new_tokens=int(environ.get(STALL_ENV, "0") or 0),
             slow_admission_on_max_new_tokens=int(environ.get(SLOW_ADMISSION_ENV, "0") or 0),
+            slow_step_on_max_new_tokens=int(environ.get(SLOW_STEP_ENV, "0") or 0),
         )
         return fault if fault != cls() else None
 

@@ -87,7 +87,10 @@ def test_a_burst_of_three_times_the_queue_limit_gets_429s_and_no_5xx(tiny_llm: P
 
 @pytest.fixture(scope="module")
 def deadline_server(tiny_llm: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    server = start_server(tmp_path_factory.mktemp("deadline"), tiny_llm, "--request_timeout", "1")
+    # Slow steps for LONG_CHAT's requests: on a fast machine the tiny model could finish them
+    # before the deadline; at 50 ms a step they take over a minute, however fast the machine.
+    env = {"OVSERVE_TEST_SLOW_STEP_ON_MAX_TOKENS": str(LONG_CHAT["max_tokens"])}
+    server = start_server(tmp_path_factory.mktemp("deadline"), tiny_llm, "--request_timeout", "1", env=env)
     yield server
     server.stop()
 
