@@ -1,5 +1,5 @@
 """The engine process: owns one pipeline and the loop that drives it (continuous batching,
-stateful, or a retrieval pipeline: see :class:`RetrievalEngineLoop`).
+stateful, or a retrieval model: see :class:`RetrievalEngineLoop` and ``ovserve.engine.retrieval``).
 
 Why a process: ``step()`` holds the GIL for much of a step, so an in-process engine stalls the
 server's event loop by up to a step. Here, one thread (this process's main thread) adds
@@ -22,6 +22,7 @@ Engine traps this loop is built around (see shared/feasibility.md):
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import logging
 import os
@@ -63,6 +64,7 @@ from ovserve.engine.messages import (
     VisionPrompt,
 )
 from ovserve.engine.prefix_cache import PrefixCacheModel
+from ovserve.engine.retrieval import Embedder, Reranker, build_retrieval_model
 from ovserve.engine.spec import SLOW_ADMISSION_S, EngineFault, EngineSpec, PipelineKind, SchedulerSettings
 from ovserve.memory import pin_malloc_thresholds
 from ovserve.vision import VISION_ENCODER_FILE
@@ -214,25 +216,13 @@ def _scheduler_config(settings: SchedulerSettings) -> Any:
 
 
 def build_pipeline(spec: EngineSpec) -> Any:
-    """The pipeline of ``spec.kind``: continuous batching (plain, speculative, prompt lookup), stateful,
-    text embedding or text rerank."""
+    """The pipeline of ``spec.kind``: continuous batching (plain, speculative, prompt lookup) or
+    stateful; for embeddings and rerank, the retrieval model (``ovserve.engine.retrieval``)."""
     import openvino_genai as ov_genai
 
+    if not spec.kind.generates:
+        return build_retrieval_model(spec)
     properties: dict[str, Any] = dict(spec.plugin_config)
-    if spec.kind is PipelineKind.EMBEDDINGS:
-        embedding = ov_genai.TextEmbeddingPipeline
-        config = embedding.Config()
-        config.pooling_type = getattr(embedding.PoolingType, _POOLING[spec.retrieval.pooling])
-        config.normalize = spec.retrieval.normalize_embeddings
-        # Inputs are checked (or, with truncate, meant to be cut) against this limit by the server.
-        config.max_length = spec.max_input_tokens
-        return embedding(str(spec.model_path), spec.device, config, **properties)
-    if spec.kind is PipelineKind.RERANK:
-        config = ov_genai.TextRerankPipeline.Config()
-        # The pipeline returns only its top_n scores: ask for all of each call's documents.
-        config.top_n = spec.retrieval.embeddings_batch_size
-        config.max_length = spec.max_input_tokens
-        return ov_genai.TextRerankPipeline(str(spec.model_path), spec.device, config, **properties)
     if spec.kind is PipelineKind.STATEFUL:
         return ov_genai.LLMPipeline(str(spec.model_path), spec.device, **properties)
     if spec.kind is PipelineKind.SPECULATIVE:
@@ -256,10 +246,6 @@ class _Admitted:
     request_id: int
     params: GenerationParams
     future: concurrent.futures.Future[Any]
-
-
-# OVMS's pooling names -> TextEmbeddingPipeline.PoolingType members.
-_POOLING = {"CLS": "CLS", "LAST": "LAST_TOKEN", "MEAN": "MEAN"}
 
 
 class _LoopBase:
@@ -764,17 +750,18 @@ class StatefulEngineLoop(_LoopBase):
 
 
 class RetrievalEngineLoop(_LoopBase):
-    """An embeddings or rerank pipeline: one request at a time, in arrival order, each split into
-    pipeline calls of at most ``embeddings_batch_size`` inputs.
+    """An embeddings or rerank model (``ovserve.engine.retrieval``): one request at a time, in
+    arrival order, each split into calls of at most ``embeddings_batch_size`` inputs.
 
-    A pipeline call blocks this thread (releasing the GIL), so, as in the stateful loop, the
+    A model call blocks this thread (releasing the GIL), so, as in the stateful loop, the
     reader thread answers stats itself and records cancellations, which take effect between calls.
     A heartbeat goes out every second while idle, and after any call that ends more than a second
     after the last one, so neither silence while idle nor a long request is mistaken for a stall.
     """
 
-    def __init__(self, pipe: Any, conn: PipeChannel, spec: EngineSpec) -> None:
+    def __init__(self, pipe: Embedder | Reranker, conn: PipeChannel, spec: EngineSpec) -> None:
         super().__init__(pipe, conn)
+        self._model = pipe
         self._batch_size = spec.retrieval.embeddings_batch_size
         self._outstanding: set[int] = set()  # received and not yet answered (kept by the reader)
         self._cancelled: set[int] = set()
@@ -812,29 +799,23 @@ class RetrievalEngineLoop(_LoopBase):
                 self._beat()  # idle: still alive
                 continue
             match command:
-                case EmbedRequest(request_id, texts):
-                    self._serve(request_id, texts, lambda batch: self._pipe.embed_documents(batch), self._embedded)
-                case RerankRequest(request_id, query, documents):
-                    self._serve(request_id, documents, lambda batch: self._pipe.rerank(query, batch), self._reranked)
-                case AddRequest(request_id):  # the server routes generation elsewhere; never hang on one
-                    self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, "this model does not generate text")])
+                case EmbedRequest(request_id, texts) if isinstance(self._model, Embedder):
+                    self._serve(request_id, texts, self._model.embed, self._embedded)
+                case RerankRequest(request_id, query, documents) if not isinstance(self._model, Embedder):
+                    self._serve(request_id, documents, functools.partial(self._model.score, query), self._reranked)
+                case AddRequest(request_id) | EmbedRequest(request_id) | RerankRequest(request_id):
+                    # The server routes each task to its own models; never hang on another task's request.
+                    self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, "this model serves another task")])
                 case Shutdown():
                     self._running = False
 
     @staticmethod
-    def _embedded(request_id: int, parts: list[Any]) -> Event:
-        vectors = [np.asarray(part, dtype=np.float32) for part in parts]
-        return EmbedResult(request_id, np.concatenate(vectors) if vectors else np.zeros((0, 0), np.float32))
+    def _embedded(request_id: int, parts: list[np.ndarray]) -> Event:
+        return EmbedResult(request_id, np.concatenate(parts) if parts else np.zeros((0, 0), np.float32))
 
-    def _reranked(self, request_id: int, parts: list[Any]) -> Event:
-        # Each call returns (index within the call, score) pairs sorted by score: back to document order.
-        scores: list[float] = []
-        for part in parts:
-            batch = [0.0] * len(part)
-            for index, score in part:
-                batch[index] = float(score)
-            scores.extend(batch)
-        return RerankResult(request_id, scores)
+    @staticmethod
+    def _reranked(request_id: int, parts: list[list[float]]) -> Event:
+        return RerankResult(request_id, [score for part in parts for score in part])
 
     def _serve(self, request_id: int, items: list[str], call: Any, result: Any) -> None:
         self._busy = True
