@@ -17,6 +17,7 @@ Output layout (``OUT_DIR``)::
     tiny-embed/                  BERT, hidden 64, 2 layers, fp16 IR: embeddings (served with MEAN pooling)
     tiny-rerank/                 BERT cross-encoder (one-label classifier), hidden 64, 2 layers, fp16 IR
     bench-bert-base-embed/       BERT-base shape, fp16: the embeddings benchmark (only with --benchmark)
+    bench-bert-base-rerank/      BERT-base-shaped cross-encoder, fp16: the rerank benchmark (only with --benchmark)
 
 Every model directory holds ``openvino_model.{xml,bin}`` (tiny-vlm: the language, text-embeddings
 and vision-embeddings IRs plus ``preprocessor_config.json``), ``openvino_{de,}tokenizer.{xml,bin}``,
@@ -779,6 +780,7 @@ RETRIEVAL_MODELS_VERSION = "ovserve-retrieval-models/1"
 TINY_EMBED = "tiny-embed"
 TINY_RERANK = "tiny-rerank"
 BENCH_EMBED = "bench-bert-base-embed"
+BENCH_RERANK = "bench-bert-base-rerank"
 RETRIEVAL_VOCAB_SIZE = 3000
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -800,6 +802,8 @@ TINY_EMBED_SPEC = RetrievalSpec(TINY_EMBED, "embeddings", hidden_size=64, layers
 TINY_RERANK_SPEC = RetrievalSpec(TINY_RERANK, "rerank", hidden_size=64, layers=2, heads=4)
 # BERT-base shape (110M parameters with a real vocabulary; ~88M here), fp16: the embeddings benchmark.
 BENCH_EMBED_SPEC = RetrievalSpec(BENCH_EMBED, "embeddings", hidden_size=768, layers=12, heads=12)
+# The same shape with a one-label head (bge-reranker-base's size class): the rerank benchmark.
+BENCH_RERANK_SPEC = RetrievalSpec(BENCH_RERANK, "rerank", hidden_size=768, layers=12, heads=12)
 
 
 def is_retrieval_complete(model_dir: Path) -> bool:
@@ -906,12 +910,16 @@ def _build_retrieval_one(spec: RetrievalSpec, out_dir: Path, scratch: Path, toke
     return target
 
 
-def build_retrieval_models(out_dir: Path, force: bool = False, *, benchmark: bool = False) -> dict[str, Path]:
+def build_retrieval_models(
+    out_dir: Path, force: bool = False, *, benchmark: bool = False, benchmark_rerank: bool = False
+) -> dict[str, Path]:
     """Build (or reuse) ``tiny-embed`` and ``tiny-rerank`` (and with ``benchmark`` the BERT-base-shaped
-    ``bench-bert-base-embed``) in ``out_dir``; returns name -> directory."""
+    ``bench-bert-base-embed``, with ``benchmark_rerank`` ``bench-bert-base-rerank``) in ``out_dir``;
+    returns name -> directory."""
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     specs = [TINY_EMBED_SPEC, TINY_RERANK_SPEC] + ([BENCH_EMBED_SPEC] if benchmark else [])
+    specs += [BENCH_RERANK_SPEC] if benchmark_rerank else []
     result = {
         spec.name: out_dir / spec.name for spec in specs if not force and is_retrieval_complete(out_dir / spec.name)
     }
@@ -955,7 +963,8 @@ def main(argv: list[str] | None = None) -> int:
     specs += [BENCH_VLM_SPEC] if args.benchmark_vlm else []
     # One _build call, so the tokenizer is trained once for all models.
     built = _build(specs, args.out_dir, force=args.force)
-    built.update(build_retrieval_models(args.out_dir, force=args.force, benchmark=args.benchmark))
+    bench = args.benchmark
+    built.update(build_retrieval_models(args.out_dir, force=args.force, benchmark=bench, benchmark_rerank=bench))
     for name, path in built.items():
         _log(f"{name}: {path}")
     _log(f"total {time.monotonic() - started:.1f} s")
