@@ -9,13 +9,16 @@ runs schemathesis against the server's own ``/openapi.json`` in negative mode (`
 sends valid bodies, which is how a crash of the rerank pipeline on control characters was found)
 with the ``negative_data_rejection`` (invalid data gets 4xx) and ``not_a_server_error`` (never a
 5xx) checks, ``--examples`` cases per endpoint in the fuzzing phase plus the coverage phase's edge
-cases. Prints schemathesis' summary and exits with its status (non-zero on any failure, or when the
-server logged an error or died).
+cases. Before schemathesis starts, the bodies this fuzzer once found killing an engine or getting a
+5xx (:data:`KNOWN_CRASHERS`) are sent to the same server, each three times: all must be answered
+below 500. Prints schemathesis' summary and exits with its status (non-zero on any failure, a known
+crasher's 5xx, or when the server logged an error, restarted an engine or died).
 
     .venv/bin/python scripts/fuzz_api.py                 # 1,000 per endpoint: >= 2,000 cases
     .venv/bin/python scripts/fuzz_api.py --examples 50   # a quick look while developing
     .venv/bin/python scripts/fuzz_api.py --examples 20 --include-path-regex 'embeddings|rerank|tokenize'
     .venv/bin/python scripts/fuzz_api.py --examples 30 --mode positive   # valid bodies: no 5xx
+    .venv/bin/python scripts/fuzz_api.py --examples 10 --mode positive --seed 0   # what the test suite runs
 
 The ``model`` property of the document is an enum of the served names, so cases whose other fields
 are valid reach the model and the engine, rather than stopping at the 404 for an unknown model.
@@ -40,6 +43,39 @@ ROOT = Path(__file__).resolve().parents[1]
 LLM = "tiny-llm"
 RETRIEVAL_MODELS = ("tiny-embed", "tiny-rerank")
 STARTUP_TIMEOUT_S = 180.0
+
+# Valid bodies that killed an engine process or got a 5xx, found by this fuzzer in positive mode.
+KNOWN_CRASHERS: list[tuple[str, dict[str, object]]] = [
+    # The rerank pipeline's paired tokenizer wrote the query's tokens once per document into a buffer
+    # sized for one copy ((documents - 2) x query tokens > the documents' tokens): the heap was
+    # corrupted and the engine died. The fuzzer's body (punctuation and unassigned code points: many
+    # tokens per character), then the same fault with plain words.
+    (
+        "/v3/rerank",
+        {
+            "model": "tiny-rerank",
+            "query": "a\U000d4bcf\x80\xda\xad\\\U000f57f6\xa1\U0002cac3!\U0006a763\xe7\xfb\xa9\x99\u78c7^\x04"
+            "\x08x\U0009c984\xcc\U0003be8e\xcf#",
+            "documents": [
+                {"text": "\U000b25e8\U00010e67k\xb8", "\xd1l": 3.631084857264779e16},
+                {"text": "\xa6"},
+                {"text": "\x10\xdd\xe1\x93\xaf"},
+                "\x06\U000e4a8a\xfc",
+            ],
+            "return_documents": None,
+            "top_n": None,
+        },
+    ),
+    (
+        "/v3/rerank",
+        {"model": "tiny-rerank", "query": "what is the capital city of france please", "documents": ["a", "b", "c"]},
+    ),
+    # Documents of control characters only: the same fault, and a batch of only such texts tokenizes
+    # to a single row (a 500 when counted, one embedding for several inputs).
+    ("/v3/rerank", {"model": "tiny-rerank", "query": "hello", "documents": ["world", "\x17", "x", "\u200b\x0f"]}),
+    ("/v3/rerank", {"model": "tiny-rerank", "query": "q", "documents": ["\x17", "\x0f"]}),
+    ("/v3/embeddings", {"model": "tiny-embed", "input": ["\x17", "\x0f"]}),
+]
 
 
 def free_port() -> int:
@@ -71,6 +107,27 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def send_known_crashers(url: str, rounds: int = 3) -> list[str]:
+    """POST every :data:`KNOWN_CRASHERS` body ``rounds`` times; what went wrong (empty: nothing)."""
+    failures = []
+    for _ in range(rounds):
+        for path, body in KNOWN_CRASHERS:
+            request = urllib.request.Request(
+                f"{url}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    status = response.status
+            except urllib.error.HTTPError as error:
+                status = error.code
+            except (urllib.error.URLError, OSError) as error:
+                failures.append(f"{path} {json.dumps(body)[:120]}: {error}")
+                continue
+            if status >= 500:
+                failures.append(f"{path} {json.dumps(body)[:120]}: {status}")
+    return failures
 
 
 def schemathesis_command(url: str, args: argparse.Namespace) -> list[str]:
@@ -162,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             process = subprocess.Popen(serve, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT)
         try:
             wait_ready(process, url, log_path)
+            crashed = send_known_crashers(url)
+            print(f"known crashers: {len(KNOWN_CRASHERS)} bodies x 3 sent, {len(crashed)} answered 5xx or not at all")
+            print("\n".join(crashed))
             started = time.monotonic()
             status = subprocess.run(schemathesis_command(url, args), cwd=ROOT, check=False).returncode
             print(f"schemathesis exited {status} after {time.monotonic() - started:.0f} s")
@@ -170,12 +230,15 @@ def main(argv: list[str] | None = None) -> int:
             stop(process)
         # ovserve's own errors (the error middleware's "unhandled error", engine failures); aiohttp's
         # HTTP parser also logs a traceback for the capability probe's NUL header, answered 400.
-        errors = [line for line in log_path.read_text(errors="replace").splitlines() if " ERROR ovserve" in line]
+        log_lines = log_path.read_text(errors="replace").splitlines()
+        errors = [line for line in log_lines if " ERROR ovserve" in line]
+        deaths = sum("engine process of" in line and " died " in line for line in log_lines)
         print(f"server: {'still up' if alive else 'DIED'} at the end, {len(errors)} errors in its log")
+        print(f"engine deaths: {deaths}")
         print("\n".join(errors[:50]))
         if not alive:
             print(log_path.read_text(errors="replace")[-20000:])
-    return status or int(not alive) or int(bool(errors))
+    return status or int(bool(crashed)) or int(not alive) or int(bool(errors)) or int(bool(deaths))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ Output layout (``OUT_DIR``)::
     tiny-embed/                  BERT, hidden 64, 2 layers, fp16 IR: embeddings (served with MEAN pooling)
     tiny-rerank/                 BERT cross-encoder (one-label classifier), hidden 64, 2 layers, fp16 IR
     bench-bert-base-embed/       BERT-base shape, fp16: the embeddings benchmark (only with --benchmark)
+    bench-bert-base-rerank/      BERT-base-shaped cross-encoder, fp16: the rerank benchmark (only with --benchmark)
 
 Every model directory holds ``openvino_model.{xml,bin}`` (tiny-vlm: the language, text-embeddings
 and vision-embeddings IRs plus ``preprocessor_config.json``), ``openvino_{de,}tokenizer.{xml,bin}``,
@@ -48,7 +49,14 @@ if __package__ in (None, ""):  # run as `python scripts/make_demo_models.py`: ma
 from scripts.demo_models.build import DemoModel, build
 from scripts.demo_models.common import log
 from scripts.demo_models.llm import BENCH_MODEL, BENCH_SPEC, TINY_DRAFT_SPEC, TINY_LLM_SPEC
-from scripts.demo_models.retrieval import BENCH_EMBED, BENCH_EMBED_SPEC, TINY_EMBED_SPEC, TINY_RERANK_SPEC
+from scripts.demo_models.retrieval import (
+    BENCH_EMBED,
+    BENCH_EMBED_SPEC,
+    BENCH_RERANK,
+    BENCH_RERANK_SPEC,
+    TINY_EMBED_SPEC,
+    TINY_RERANK_SPEC,
+)
 from scripts.demo_models.tokenizer import build_tokenizer, build_vlm_tokenizer, build_wordpiece_tokenizer
 from scripts.demo_models.vlm import BENCH_VLM, BENCH_VLM_SPEC, TINY_VLM_SPEC
 
@@ -56,6 +64,7 @@ from scripts.demo_models.vlm import BENCH_VLM, BENCH_VLM_SPEC, TINY_VLM_SPEC
 __all__ = [
     "BENCH_EMBED",
     "BENCH_MODEL",
+    "BENCH_RERANK",
     "BENCH_VLM",
     "TINY_DRAFT_SPEC",
     "TINY_EMBED_SPEC",
@@ -103,10 +112,13 @@ def build_benchmark_vlm(out_dir: Path, force: bool = False) -> Path:
     return build([BENCH_VLM_SPEC], out_dir, force)[BENCH_VLM]
 
 
-def build_retrieval_models(out_dir: Path, force: bool = False, *, benchmark: bool = False) -> dict[str, Path]:
+def build_retrieval_models(
+    out_dir: Path, force: bool = False, *, benchmark: bool = False, benchmark_rerank: bool = False
+) -> dict[str, Path]:
     """Build (or reuse) ``tiny-embed`` and ``tiny-rerank`` (and with ``benchmark`` the BERT-base-shaped
     ``bench-bert-base-embed``) in ``out_dir``; returns name -> directory."""
-    return build([*RETRIEVAL_SPECS, *([BENCH_EMBED_SPEC] if benchmark else [])], out_dir, force)
+    bench = [*([BENCH_EMBED_SPEC] if benchmark else []), *([BENCH_RERANK_SPEC] if benchmark_rerank else [])]
+    return build([*RETRIEVAL_SPECS, *bench], out_dir, force)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     specs = [*DEMO_SPECS, *([BENCH_SPEC] if args.benchmark else []), *([BENCH_VLM_SPEC] if args.benchmark_vlm else [])]
-    specs += [*RETRIEVAL_SPECS, *([BENCH_EMBED_SPEC] if args.benchmark else [])]
+    specs += [*RETRIEVAL_SPECS, *([BENCH_EMBED_SPEC, BENCH_RERANK_SPEC] if args.benchmark else [])]
     # One build, so each tokenizer is trained once for all models.
     built = build(specs, args.out_dir, force=args.force)
     for name, path in built.items():

@@ -28,5 +28,5 @@ class Body(BaseModel):
         return self.model_dump_json(exclude_unset=True, by_alias=True)
 
     def dump(self) -> dict[str, Any]:
-        """The same JSON as plain data, for what stores it (``ovserve.service.response_store``)."""
+        """The same JSON as plain data, for what stores it (``ovserve.dialects.openai.responses.store``)."""
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)

@@ -1,5 +1,6 @@
 """Building what an engine process runs: the pipeline of an :class:`EngineSpec` (continuous
-batching -- plain, speculative, prompt lookup --, stateful, embeddings, rerank), the generation
+batching -- plain, speculative, prompt lookup --, stateful; embeddings and rerank models come from
+``ovserve.engine.retrieval``), the generation
 config of each request, and the measurements taken on a new pipeline before it serves (its KV
 block size, its vocabulary).
 """
@@ -16,6 +17,7 @@ import numpy as np
 
 from ovserve.engine.loop import STEPS_TO_FREE
 from ovserve.engine.messages import GenerationParams
+from ovserve.engine.retrieval import build_retrieval_model
 from ovserve.engine.spec import VISION_ENCODER_FILE, EngineSpec, PipelineKind, SchedulerSettings
 
 log = logging.getLogger("ovserve.engine")
@@ -24,9 +26,6 @@ log = logging.getLogger("ovserve.engine")
 _NO_TOP_K = 2**64 - 1
 # The block-size probe's request id: far from the server's ids, which count up from 0.
 _PROBE_REQUEST_ID = 2**62
-
-# OVMS's pooling names -> TextEmbeddingPipeline.PoolingType members.
-_POOLING = {"CLS": "CLS", "LAST": "LAST_TOKEN", "MEAN": "MEAN"}
 
 
 def build_generation_config(pipe: Any, params: GenerationParams) -> Any:
@@ -117,25 +116,13 @@ def _scheduler_config(settings: SchedulerSettings) -> Any:
 
 
 def build_pipeline(spec: EngineSpec) -> Any:
-    """The pipeline of ``spec.kind``: continuous batching (plain, speculative, prompt lookup), stateful,
-    text embedding or text rerank."""
+    """The pipeline of ``spec.kind``: continuous batching (plain, speculative, prompt lookup) or
+    stateful; for embeddings and rerank, the retrieval model (``ovserve.engine.retrieval``)."""
     import openvino_genai as ov_genai
 
+    if not spec.kind.generates:
+        return build_retrieval_model(spec)
     properties: dict[str, Any] = dict(spec.plugin_config)
-    if spec.kind is PipelineKind.EMBEDDINGS:
-        embedding = ov_genai.TextEmbeddingPipeline
-        config = embedding.Config()
-        config.pooling_type = getattr(embedding.PoolingType, _POOLING[spec.retrieval.pooling])
-        config.normalize = spec.retrieval.normalize_embeddings
-        # Inputs are checked (or, with truncate, meant to be cut) against this limit by the server.
-        config.max_length = spec.max_input_tokens
-        return embedding(str(spec.model_path), spec.device, config, **properties)
-    if spec.kind is PipelineKind.RERANK:
-        config = ov_genai.TextRerankPipeline.Config()
-        # The pipeline returns only its top_n scores: ask for all of each call's documents.
-        config.top_n = spec.retrieval.embeddings_batch_size
-        config.max_length = spec.max_input_tokens
-        return ov_genai.TextRerankPipeline(str(spec.model_path), spec.device, config, **properties)
     if spec.kind is PipelineKind.STATEFUL:
         return ov_genai.LLMPipeline(str(spec.model_path), spec.device, **properties)
     if spec.kind is PipelineKind.SPECULATIVE:

@@ -1,7 +1,9 @@
-"""The retrieval engine loop: an embeddings or rerank pipeline, one request at a time."""
+"""The retrieval engine loop: an embeddings or rerank model (``ovserve.engine.retrieval``), one
+request at a time."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any
@@ -27,23 +29,25 @@ from ovserve.engine.messages import (
     StatsReply,
     StatsRequest,
 )
+from ovserve.engine.retrieval import Embedder, Reranker
 from ovserve.engine.spec import EngineSpec
 
 log = logging.getLogger("ovserve.engine")
 
 
 class RetrievalEngineLoop(LoopBase):
-    """An embeddings or rerank pipeline: one request at a time, in arrival order, each split into
-    pipeline calls of at most ``embeddings_batch_size`` inputs.
+    """An embeddings or rerank model (``ovserve.engine.retrieval``): one request at a time, in
+    arrival order, each split into calls of at most ``embeddings_batch_size`` inputs.
 
-    A pipeline call blocks this thread (releasing the GIL), so, as in the stateful loop, the
+    A model call blocks this thread (releasing the GIL), so, as in the stateful loop, the
     reader thread answers stats itself and records cancellations, which take effect between calls.
     A heartbeat goes out every second while idle, and after any call that ends more than a second
     after the last one, so neither silence while idle nor a long request is mistaken for a stall.
     """
 
-    def __init__(self, pipe: Any, conn: PipeChannel, spec: EngineSpec) -> None:
+    def __init__(self, pipe: Embedder | Reranker, conn: PipeChannel, spec: EngineSpec) -> None:
         super().__init__(pipe, conn)
+        self._model = pipe
         self._batch_size = spec.retrieval.embeddings_batch_size
         self._outstanding: set[int] = set()  # received and not yet answered (kept by the reader)
         self._cancelled: set[int] = set()
@@ -86,29 +90,23 @@ class RetrievalEngineLoop(LoopBase):
 
     def _handle(self, command: Command | Admitted) -> None:  # Admitted: continuous batching only
         match command:
-            case EmbedRequest(request_id, texts):
-                self._serve(request_id, texts, lambda batch: self._pipe.embed_documents(batch), self._embedded)
-            case RerankRequest(request_id, query, documents):
-                self._serve(request_id, documents, lambda batch: self._pipe.rerank(query, batch), self._reranked)
-            case AddRequest(request_id):  # the server routes generation elsewhere; never hang on one
-                self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, "this model does not generate text")])
+            case EmbedRequest(request_id, texts) if isinstance(self._model, Embedder):
+                self._serve(request_id, texts, self._model.embed, self._embedded)
+            case RerankRequest(request_id, query, documents) if not isinstance(self._model, Embedder):
+                self._serve(request_id, documents, functools.partial(self._model.score, query), self._reranked)
+            case AddRequest(request_id) | EmbedRequest(request_id) | RerankRequest(request_id):
+                # The server routes each task to its own models; never hang on another task's request.
+                self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, "this model serves another task")])
             case Shutdown():
                 self._running = False
 
     @staticmethod
-    def _embedded(request_id: int, parts: list[Any]) -> Event:
-        vectors = [np.asarray(part, dtype=np.float32) for part in parts]
-        return EmbedResult(request_id, np.concatenate(vectors) if vectors else np.zeros((0, 0), np.float32))
+    def _embedded(request_id: int, parts: list[np.ndarray]) -> Event:
+        return EmbedResult(request_id, np.concatenate(parts) if parts else np.zeros((0, 0), np.float32))
 
-    def _reranked(self, request_id: int, parts: list[Any]) -> Event:
-        # Each call returns (index within the call, score) pairs sorted by score: back to document order.
-        scores: list[float] = []
-        for part in parts:
-            batch = [0.0] * len(part)
-            for index, score in part:
-                batch[index] = float(score)
-            scores.extend(batch)
-        return RerankResult(request_id, scores)
+    @staticmethod
+    def _reranked(request_id: int, parts: list[list[float]]) -> Event:
+        return RerankResult(request_id, [score for part in parts for score in part])
 
     def _serve(self, request_id: int, items: list[str], call: Any, result: Any) -> None:
         self._busy = True

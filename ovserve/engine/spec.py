@@ -22,7 +22,7 @@ class PipelineKind(enum.Enum):
     PROMPT_LOOKUP = "prompt_lookup"  # continuous batching drafting from the prompt's n-grams
     STATEFUL = "stateful"  # openvino_genai.LLMPipeline: one generation at a time (NPU)
     EMBEDDINGS = "embeddings"  # openvino_genai.TextEmbeddingPipeline
-    RERANK = "rerank"  # openvino_genai.TextRerankPipeline (a cross-encoder)
+    RERANK = "rerank"  # a cross-encoder, driven by ovserve.engine.retrieval
 
     @property
     def continuous_batching(self) -> bool:

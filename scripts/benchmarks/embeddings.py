@@ -1,10 +1,11 @@
 """The ``embeddings`` workload: embeddings/s for batches of 1, 8 and 64 inputs of 128 tokens.
 
 The raw side is the ``TextEmbeddingPipeline`` the engine builds for the same flags
-(``ovserve.engine.pipelines.build_pipeline``), called in this process with each whole batch, as a user
-of the pipeline would call it. The server side sends the same batches, one request after another,
-to ``POST /v3/embeddings``. Each level embeds ``--embed_inputs`` inputs in all (at least four
-batches), every input distinct, so the ratio compares the same work.
+(``ovserve.engine.pipelines.build_pipeline``, which wraps it in ``ovserve.engine.retrieval.Embedder``),
+called in this process with each whole batch, as a user of the pipeline would call it. The server
+side sends the same batches, one request after another, to ``POST /v3/embeddings``. Each level
+embeds ``--embed_inputs`` inputs in all (at least four batches), every input distinct, so the ratio
+compares the same work.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class Embeddings(Workload):
     def run_raw(self, context: Context, spec: EngineSpec, level: int) -> Figures:
         from ovserve.engine.pipelines import build_pipeline
 
-        pipeline = build_pipeline(spec)
+        pipeline = build_pipeline(spec).pipeline
         batches = self.batches(context, level)
         pipeline.embed_documents(batches[0])  # warm-up: first inference compiles for the shape
         times = []

@@ -1,4 +1,4 @@
-"""Random BERT retrieval models: tiny-embed, tiny-rerank and the BERT-base-shaped embeddings benchmark model.
+"""Random BERT retrieval models: tiny-embed, tiny-rerank and the BERT-base-shaped benchmark models.
 
 BERT-shaped, as the sentence-transformers models OVMS's embeddings demo serves, with the WordPiece
 tokenizer (``[CLS] text [SEP]``, and ``[CLS] query [SEP] document [SEP]`` for the pairs a reranker
@@ -23,6 +23,7 @@ RETRIEVAL_MODELS_VERSION = "ovserve-retrieval-models/1"
 TINY_EMBED = "tiny-embed"
 TINY_RERANK = "tiny-rerank"
 BENCH_EMBED = "bench-bert-base-embed"
+BENCH_RERANK = "bench-bert-base-rerank"
 # optimum-intel export task of each kind.
 _TASKS = {"embeddings": "feature-extraction", "rerank": "text-classification"}
 
@@ -87,3 +88,5 @@ TINY_EMBED_SPEC = RetrievalSpec(TINY_EMBED, "embeddings", hidden_size=64, layers
 TINY_RERANK_SPEC = RetrievalSpec(TINY_RERANK, "rerank", hidden_size=64, layers=2, heads=4)
 # BERT-base shape (110M parameters with a real vocabulary; ~88M here), fp16: the embeddings benchmark.
 BENCH_EMBED_SPEC = RetrievalSpec(BENCH_EMBED, "embeddings", hidden_size=768, layers=12, heads=12)
+# The same shape with a one-label head (bge-reranker-base's size class): the rerank benchmark.
+BENCH_RERANK_SPEC = RetrievalSpec(BENCH_RERANK, "rerank", hidden_size=768, layers=12, heads=12)

@@ -19,6 +19,7 @@ import numpy as np
 import openai
 import pytest
 
+from scripts.fuzz_api import KNOWN_CRASHERS
 from tests.conftest import ROOT, Server, start_config_server, start_server
 from tests.served_openapi import ServedSchemas
 
@@ -225,11 +226,27 @@ def test_a_too_long_input_names_both_numbers(repository_server: Server) -> None:
 # -- rerank ---------------------------------------------------------------------------------------
 
 
+def _f32_pipeline_scores(model_dir: Path, query: str, documents: list[str]) -> list[float]:
+    """openvino_genai's TextRerankPipeline at the precision the server runs rerankers in, in document order."""
+    import openvino_genai as ov_genai
+
+    config = ov_genai.TextRerankPipeline.Config()
+    config.top_n = len(documents)
+    pipeline = ov_genai.TextRerankPipeline(str(model_dir), "CPU", config, INFERENCE_PRECISION_HINT="f32")
+    scores = [0.0] * len(documents)
+    for index, score in pipeline.rerank(query, documents):
+        scores[index] = score
+    return scores
+
+
+def _ranked(scores: Sequence[float]) -> list[int]:
+    """Document indexes by score, highest first, equal scores by index (docs/retrieval.md)."""
+    return sorted(range(len(scores)), key=lambda index: (-scores[index], index))
+
+
 def test_cohere_style_rerank_sorts_by_the_pipelines_scores(
     repository_server: Server, retrieval_models: dict[str, Path]
 ) -> None:
-    import openvino_genai as ov_genai
-
     query = "what is python"
     documents = ["python is a language", "snakes live in the grass", "the sea", "import os", "def main(): pass"]
     body = {"model": RERANK, "query": query, "documents": documents, "top_n": 3, "return_documents": True}
@@ -240,15 +257,43 @@ def test_cohere_style_rerank_sorts_by_the_pipelines_scores(
         assert answer.status_code == 200, answer.text
     results = answers[0].json()["results"]
     assert answers[1].json()["results"] == results
-    config = ov_genai.TextRerankPipeline.Config()
-    config.top_n = len(documents)
-    direct = ov_genai.TextRerankPipeline(str(retrieval_models[RERANK]), "CPU", config).rerank(query, documents)
-    assert [result["index"] for result in results] == [index for index, _ in direct[:3]]
-    for result, (_, score) in zip(results, direct, strict=False):
-        assert result["relevance_score"] == pytest.approx(score, abs=1e-5)
+    direct = _f32_pipeline_scores(retrieval_models[RERANK], query, documents)
+    assert [result["index"] for result in results] == _ranked(direct)[:3]
+    for result in results:
+        assert result["relevance_score"] == pytest.approx(direct[result["index"]], abs=1e-5)
         assert result["document"] == {"text": documents[result["index"]]}
     scores = [result["relevance_score"] for result in results]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_rerank_scores_are_distinct_where_f32_distinguishes_them_and_ties_go_by_index(
+    repository_server: Server, retrieval_models: dict[str, Path]
+) -> None:
+    """On a CPU with native bf16 the reranker's scores collapsed into ties (0.83984375 for four of
+    these five documents) and their order was arbitrary: rerankers run in f32 unless the graph's
+    plugin_config says otherwise. Equal scores (a repeated document, two documents the tokenizer
+    reads as the same unknown token) come back in document order."""
+    query = "what is python"
+    documents = [
+        "python is a language", "snakes live in the grass", "the sea", "import os", "def main(): pass",
+        "the sea", "\u00a6", "\u00af",
+    ]  # fmt: skip
+    answer = _post(repository_server, "/v3/rerank", {"model": RERANK, "query": query, "documents": documents})
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    served = {result["index"]: result["relevance_score"] for result in results}
+    scores = [served[index] for index in range(len(documents))]
+    assert [result["index"] for result in results] == _ranked(scores)
+    direct = _f32_pipeline_scores(retrieval_models[RERANK], query, documents)
+    for i in range(len(documents)):
+        for j in range(i + 1, len(documents)):
+            if abs(direct[i] - direct[j]) > 1e-6:
+                assert scores[i] != scores[j], (i, j, scores)
+    assert len(set(scores[:5])) == 5
+    # Ties: the repeated "the sea", and two characters that are both [UNK] to the tokenizer.
+    assert scores[2] == scores[5] and scores[6] == scores[7]
+    order = [result["index"] for result in results]
+    assert order.index(2) < order.index(5) and order.index(6) < order.index(7)
 
 
 @pytest.mark.parametrize("documents", [["", ""], ["a", {"text": ""}]])
@@ -262,24 +307,65 @@ def test_empty_rerank_documents_are_a_400_naming_the_item(repository_server: Ser
     assert f"item {documents.index('') if '' in documents else 1} is an empty document" in error["message"]
 
 
-def test_documents_the_tokenizer_reads_nothing_of_are_a_400_and_the_engine_lives(repository_server: Server) -> None:
-    """Found by the fuzzer: two documents of only control/format characters beside a readable one
-    corrupted the rerank pipeline's heap (``free(): invalid pointer``): the engine process died,
-    failing every rerank in flight, and the model answered 503 while it restarted."""
-    body = {"model": RERANK, "query": "hello", "documents": ["world", "\x17", "x", "\u200b\x0f"]}
+def _engine_restarts(server: Server, model: str) -> float:
+    samples = _metric_samples(server)
+    return samples.get(("ovserve_engine_restarts_total", (("model", model),)), 0.0)
+
+
+def _metric_samples(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _served(server: Server, model: str, endpoint: str) -> float:
+    """The model's 200s on the endpoint so far (ovserve_requests_total)."""
+    return sum(
+        value
+        for (name, labels), value in _metric_samples(server).items()
+        if name == "ovserve_requests_total"
+        and {("model", model), ("endpoint", endpoint), ("status", "200")} <= set(labels)
+    )
+
+
+@pytest.mark.parametrize(("path", "body"), KNOWN_CRASHERS, ids=lambda value: None)
+def test_bodies_that_once_killed_an_engine_are_answered_and_the_engine_lives(
+    repository_server: Server, path: str, body: dict[str, Any]
+) -> None:
+    """Found by the fuzzer's valid bodies (scripts/fuzz_api.py): the rerank pipeline's paired
+    tokenizer wrote the query's tokens once per document into a buffer sized for one copy, whenever
+    (documents - 2) x query tokens exceeded the documents' tokens; the engine process died
+    (``free(): invalid pointer``), failing every rerank in flight. Documents the tokenizer reads
+    nothing of (control characters) were refused as a workaround; they are scored now."""
+    engines = set(repository_server.engine_pids())
+    restarts = {model: _engine_restarts(repository_server, model) for model in (EMBED, RERANK)}
+    items = body.get("documents", body.get("input"))
+    assert isinstance(items, list)
     for _ in range(3):
-        response = _post(repository_server, "/v3/rerank", body)
-        assert response.status_code == 400, response.text
-        error = response.json()["error"]
-        assert error["param"] == "documents" and "item 1 is an empty document" in error["message"]
-    # Only such documents: counted one by one (the tokenizer answers the batch with one row).
-    only_unread = _post(repository_server, "/v3/rerank", {**body, "documents": ["\x17", "\x0f"]})
-    assert only_unread.status_code == 400, only_unread.text
-    assert "item 0 is an empty document" in only_unread.json()["error"]["message"]
-    # The engine never saw them: the same model still answers at once.
-    answer = _post(repository_server, "/v3/rerank", {**body, "documents": ["world", "x"]})
-    assert answer.status_code == 200, answer.text
-    assert sorted(result["index"] for result in answer.json()["results"]) == [0, 1]
+        answer = _post(repository_server, path, body)
+        assert answer.status_code == 200, answer.text
+        if path.endswith("rerank"):
+            results = answer.json()["results"]
+            assert sorted(result["index"] for result in results) == list(range(len(items)))
+            assert all(0.0 < result["relevance_score"] < 1.0 for result in results)
+        else:
+            assert [item["index"] for item in answer.json()["data"]] == list(range(len(items)))
+    assert set(repository_server.engine_pids()) == engines
+    assert {model: _engine_restarts(repository_server, model) for model in (EMBED, RERANK)} == restarts
+
+
+def test_embeddings_of_control_characters_only_get_one_vector_each(repository_server: Server) -> None:
+    """The embedding pipeline answers a batch whose every text normalizes to nothing with one vector."""
+    response = _post(repository_server, "/v3/embeddings", {"model": EMBED, "input": ["\x17", "\x0f", "\u200b"]})
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    assert [item["index"] for item in data] == [0, 1, 2]
+    assert data[0]["embedding"] == data[1]["embedding"] == data[2]["embedding"]
 
 
 def test_rerank_without_top_n_returns_every_document_without_text(repository_server: Server) -> None:
@@ -392,3 +478,45 @@ def test_each_model_has_readiness_and_its_requests_are_counted_in_metrics(reposi
     counted = [line for line in text.splitlines() if line.startswith("ovserve_requests_total{")]
     assert any(f'model="{EMBED}"' in line and 'endpoint="embeddings"' in line for line in counted), counted
     assert any(f'model="{RERANK}"' in line and 'endpoint="rerank"' in line for line in counted), counted
+
+
+# -- many requests --------------------------------------------------------------------------------
+
+REPEATS, CONCURRENT = 30, 16
+
+
+def _repeated_and_concurrent(server: Server, path: str, body: dict[str, Any]) -> list[httpx.Response]:
+    """REPEATS requests one after another, then CONCURRENT at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with httpx.Client(timeout=120) as client:
+        responses = [client.post(f"{server.url}{path}", json=body) for _ in range(REPEATS)]
+        with ThreadPoolExecutor(CONCURRENT) as pool:
+            responses += list(pool.map(lambda _: client.post(f"{server.url}{path}", json=body), range(CONCURRENT)))
+    return responses
+
+
+def test_repeated_and_concurrent_embeddings_all_succeed_with_identical_vectors(repository_server: Server) -> None:
+    restarts, served = _engine_restarts(repository_server, EMBED), _served(repository_server, EMBED, "embeddings")
+    texts = [*TEXTS, "word " * 200]
+    responses = _repeated_and_concurrent(repository_server, "/v3/embeddings", {"model": EMBED, "input": texts})
+    assert [response.status_code for response in responses] == [200] * (REPEATS + CONCURRENT)
+    vectors = [[item["embedding"] for item in response.json()["data"]] for response in responses]
+    assert len(vectors[0]) == len(texts)
+    assert all(other == vectors[0] for other in vectors[1:])
+    assert _served(repository_server, EMBED, "embeddings") == served + REPEATS + CONCURRENT
+    assert _engine_restarts(repository_server, EMBED) == restarts
+
+
+def test_repeated_and_concurrent_reranks_all_succeed_with_identical_results(repository_server: Server) -> None:
+    restarts, served = _engine_restarts(repository_server, RERANK), _served(repository_server, RERANK, "rerank")
+    # More documents than a batch (32): two engine calls per request.
+    documents = [f"document {n}: " + " ".join(TEXTS[: 1 + n % len(TEXTS)]) for n in range(40)]
+    body = {"model": RERANK, "query": "what is python", "documents": documents}
+    responses = _repeated_and_concurrent(repository_server, "/v3/rerank", body)
+    assert [response.status_code for response in responses] == [200] * (REPEATS + CONCURRENT)
+    results = [response.json()["results"] for response in responses]
+    assert sorted(result["index"] for result in results[0]) == list(range(len(documents)))
+    assert all(other == results[0] for other in results[1:])
+    assert _served(repository_server, RERANK, "rerank") == served + REPEATS + CONCURRENT
+    assert _engine_restarts(repository_server, RERANK) == restarts

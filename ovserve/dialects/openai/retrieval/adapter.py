@@ -165,21 +165,7 @@ class RetrievalService:
         (query_tokens,) = await model.tokenizer.count_each(
             [request.query], limit=limit, truncate=False, param="query", label="the query"
         )
-        # With "" last: what a text counts when the tokenizer reads nothing of it (its special tokens).
-        document_tokens = await model.tokenizer.count_each(
-            [*documents, ""], limit=limit, truncate=True, param="documents"
-        )
-        nothing_read = document_tokens.pop()
-        unread = next((index for index, count in enumerate(document_tokens) if count <= nothing_read), None)
-        if unread is not None:
-            # Refused, not scored: openvino_genai 2026.4's TextRerankPipeline corrupts its heap when
-            # a batch holds two such documents beside a readable one (the engine process dies,
-            # failing every rerank in flight).
-            raise BadRequestError(
-                f"item {unread} is an empty document once the tokenizer drops the characters it ignores "
-                "(control and format characters)",
-                param="documents",
-            )
+        document_tokens = await model.tokenizer.count_each(documents, limit=limit, truncate=True, param="documents")
         prompt_tokens = sum(min(limit, query_tokens + count) for count in document_tokens)
         ticket = model.admission.admit(prompt_tokens)
         recorder.admitted(prompt_tokens)
@@ -187,7 +173,8 @@ class RetrievalService:
             scores = await model.engine.rerank(request.query, documents)
         finally:
             ticket.release()
-        order = sorted(range(len(scores)), key=lambda index: scores[index], reverse=True)
+        # Highest first; equal scores in document order, so the same request always gets the same answer.
+        order = sorted(range(len(scores)), key=lambda index: (-scores[index], index))
         if request.top_n is not None:
             order = order[: request.top_n]
         results: list[RerankResult] = []

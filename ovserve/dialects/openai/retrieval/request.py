@@ -92,7 +92,7 @@ class RerankRequest(_RetrievalRequest):
     model: str
     query: _NonEmptyText
     # Empty documents are refused here, before any tokenizing: there is nothing in one to score
-    # (those that only normalize to nothing are refused by the service, which counts them).
+    # (one the tokenizer reads nothing of, e.g. control characters only, is scored as an empty one).
     documents: Annotated[list[_NonEmptyText | RerankDocument], Field(min_length=1)]
     top_n: int | None = Field(default=None, ge=1)
     return_documents: bool = False
