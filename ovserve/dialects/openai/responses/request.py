@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
 
+from ovserve.dialects.openai.chat.request import FunctionDefinition
 from ovserve.dialects.openai.request import (
     ConstStringFormat,
     JSONObjectFormat,
@@ -161,12 +162,10 @@ Input = Annotated[
 # -- tools, text format, reasoning -----------------------------------------------------------
 
 
-class FunctionTool(Lenient):
+class FunctionTool(FunctionDefinition):
+    """Chat's function definition, flat: ``{"type": "function", "name": ...}``."""
+
     type: Literal["function"]
-    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
-    description: str | None = None
-    parameters: JsonObject | None = None
-    strict: bool | None = None
 
 
 class FunctionToolChoice(Lenient):
