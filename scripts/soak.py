@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+"""Soak a server: hours of mixed streaming traffic, and does its memory level off?
+
+Starts ``ovserve serve`` on a free loopback port (or uses ``--url`` of a running server), keeps
+``--clients`` streaming clients busy for ``--minutes`` (or ``--max_requests``), and every
+``--every`` seconds samples from /proc the resident memory of the server process and of each of
+its engine processes (its children), with its anonymous share (the heaps, where a leak or a
+cache grows). Each client draws its next request at random: a chat completion (some continue the
+client's previous conversation, so the prefix cache is hit), a text completion or a Responses
+request, all streamed; prompts of 5 to 700 words, ``max_tokens`` 1 to ``--max_tokens``, half with
+``ignore_eos``, greedy or sampled.
+
+At the end: a table of the samples on stdout, everything as JSON in ``--out``, and a verdict. The
+run fails (exit 1) on any request error (an HTTP error, an error event, a stream that ends
+without its last event), if an engine process was replaced, or if any process's RSS grew more
+than ``--threshold`` percent over the last half of the run (:func:`growth_pct`). Memory that
+grows to a bound in the first half (KV cache, JIT kernels, the Responses store) passes; memory
+still growing in the second half does not.
+
+    python scripts/soak.py --minutes 60 --out soak.json
+    python scripts/soak.py --minutes 20 --server_args "--plugin_config '{\\"CPU_RUNTIME_CACHE_CAPACITY\\": 5000}'"
+    python scripts/soak.py --url http://127.0.0.1:8000 --minutes 10   # a running server on this machine
+
+Responses requests are sent with ``store: false`` unless ``--store_responses``: the server's
+in-memory store (``--responses_store_max_count`` 10,000 by default) otherwise grows for most of an
+hour at this rate before its bound evicts, which is growth by design. Loopback only: the RSS
+figures come from this machine's /proc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import ipaddress
+import json
+import os
+import random
+import socket
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+
+from scripts.benchmarks.report import machine_info  # noqa: E402
+from scripts.benchmarks.server import start_server  # noqa: E402
+
+_MIB = 1024 * 1024
+
+# Words the prompts are made of; the demo tokenizer splits them into one or two tokens each.
+_WORD_TEXT = (
+    "the engine server model token stream batch cache memory kernel shape prompt output request "
+    "client answer question river mountain city garden window music story number letter paper "
+    "light water stone cloud field winter summer morning evening quiet bright small large early "
+    "late simple careful quick slow green blue red yellow north south east west table chair door "
+    "road bridge train ship plane market school library teacher student doctor farmer painter "
+    "writer reader because although before after while until since where which whose every "
+    "several many few some none always never often sometimes"
+)
+_WORDS = _WORD_TEXT.split()
+_SYSTEM_PROMPTS = (
+    "You are a helpful assistant. Answer briefly and precisely.",
+    "You are a careful reviewer of engineering documents; point out what is unclear, one item per line.",
+    "You translate the user's words into plain, simple English for a young reader, keeping every fact.",
+)
+
+
+# -- memory, from /proc ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessMemory:
+    """One process's memory at one moment, in MiB."""
+
+    rss: float
+    anon: float  # RssAnon: the heap, thread stacks, anonymous mmaps (what a leak grows)
+    # The Rss of the [heap] mapping: malloc's main arena only. Threads that allocate while another
+    # holds it get arenas of their own, which count in ``anon`` but not here.
+    heap: float
+
+
+def _status_kib(pid: int) -> dict[str, int]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon"):
+            fields[key] = int(value.split()[0])
+    return fields
+
+
+def _heap_kib(pid: int) -> int:
+    in_heap = False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        if not line[:1].isupper():  # a mapping's header line: "start-end perms offset dev inode [path]"
+            in_heap = line.endswith("[heap]")
+        elif in_heap and line.startswith("Rss:"):
+            return int(line.split()[1])
+    return 0
+
+
+def process_memory(pid: int) -> ProcessMemory:
+    status = _status_kib(pid)
+    return ProcessMemory(status["VmRSS"] / 1024, status.get("RssAnon", 0) / 1024, _heap_kib(pid) / 1024)
+
+
+def engine_pids(server_pid: int) -> list[int]:
+    """The server's engine processes: its children, but for multiprocessing's resource tracker."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        # Field 4 (ppid) follows the parenthesised command name, which may itself hold spaces.
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == server_pid and b"resource_tracker" not in cmdline:
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def listening_pid(port: int) -> int | None:
+    """The pid of the process listening on ``port`` (IPv4 or IPv6), if this user can see it."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    inodes.add(f"socket:[{fields[9]}]")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (entry / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return int(entry.name)
+    return None
+
+
+# -- the verdict (pure) ------------------------------------------------------------------------
+
+
+def growth_pct(points: Sequence[tuple[float, float]], window: float = 0.5, smooth: int = 3) -> float | None:
+    """How much ``(seconds, MiB)`` samples grew over the last ``window`` of the run, in percent.
+
+    The window's first and last ``smooth`` samples are each reduced to their median, so one
+    sample caught during a transient allocation (a long prompt's buffers) moves neither end.
+    None when the window holds fewer than two samples.
+    """
+    if len(points) < 2:
+        return None
+    start_t, end_t = points[0][0], points[-1][0]
+    since = end_t - window * (end_t - start_t)
+    inside = [value for t, value in points if t >= since]
+    if len(inside) < 2:
+        return None
+    k = max(1, min(smooth, len(inside) // 2))
+    first, last = statistics.median(inside[:k]), statistics.median(inside[-k:])
+    return (last - first) / first * 100
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    reasons: list[str]
+    growth: dict[str, float | None]
+
+
+def verdict(
+    series: Mapping[str, Sequence[tuple[float, float]]], errors: int, threshold_pct: float, replaced: Sequence[str] = ()
+) -> Verdict:
+    """Pass when there were no errors, no engine was replaced, and no series (process name ->
+    ``(seconds, RSS MiB)``) grew more than ``threshold_pct`` over the run's last half."""
+    reasons = []
+    if errors:
+        reasons.append(f"{errors} request error(s)")
+    reasons += [f"{name} was replaced during the run" for name in replaced]
+    growth = {name: growth_pct(points) for name, points in series.items()}
+    for name, value in growth.items():
+        if value is None:
+            reasons.append(f"{name}: too few samples to judge its growth (run longer or sample more often)")
+        elif value > threshold_pct:
+            reasons.append(f"{name}: RSS grew {value:.2f}% over the last half (limit {threshold_pct}%)")
+    return Verdict(not reasons, reasons, growth)
+
+
+# -- traffic ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Tally:
+    requests: Counter[str] = dataclasses.field(default_factory=Counter)
+    errors: list[str] = dataclasses.field(default_factory=list)
+    output_tokens: int = 0
+
+
+class RequestFailed(Exception):
+    pass
+
+
+def _words(rng: random.Random, most: int = 700) -> str:
+    # Mostly short prompts, some long ones: every prompt length (and so every shape the engine's
+    # kernels see) keeps turning up, the rare ones rarely. 700 words are ~1,400 tokens of the demo
+    # tokenizer: with max_tokens 256 and the template, within the demo model's 2,048.
+    bucket = rng.random()
+    count = rng.randint(5, 40) if bucket < 0.5 else rng.randint(40, 200) if bucket < 0.85 else rng.randint(200, 700)
+    return " ".join(rng.choice(_WORDS) for _ in range(min(count, most)))
+
+
+def _chars(messages: list[dict[str, str]]) -> int:
+    return sum(len(message["content"]) for message in messages)
+
+
+def _sampling(rng: random.Random) -> dict[str, Any]:
+    if rng.random() < 0.5:
+        return {"temperature": 0}
+    return {"temperature": 0.8, "top_p": 0.95, "seed": rng.randrange(2**31)}
+
+
+async def _sse(response: aiohttp.ClientResponse) -> Any:
+    """The JSON payload of each ``data:`` line ("[DONE]" as the string)."""
+    async for raw in response.content:
+        line = raw.strip()
+        if line.startswith(b"data: "):
+            yield "[DONE]" if line == b"data: [DONE]" else json.loads(line[6:])
+
+
+async def _post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> aiohttp.ClientResponse:
+    response = await session.post(url, json=body)
+    if response.status != 200:
+        text = await response.text()
+        response.release()
+        raise RequestFailed(f"HTTP {response.status}: {text[:300]}")
+    return response
+
+
+async def _chat(
+    session: aiohttp.ClientSession, base: str, model: str, messages: list[dict[str, str]], extra: dict[str, Any]
+) -> tuple[str, int]:
+    body = {"model": model, "messages": messages, "stream": True, "stream_options": {"include_usage": True}, **extra}
+    text, tokens, done = [], 0, False
+    async with await _post(session, f"{base}/v3/chat/completions", body) as response:
+        async for chunk in _sse(response):
+            if chunk == "[DONE]":
+                done = True
+            elif "error" in chunk:
+                raise RequestFailed(f"error event: {chunk['error']}")
+            else:
+                text += [c["delta"].get("content") or "" for c in chunk["choices"]]
+                tokens = (chunk.get("usage") or {}).get("completion_tokens", tokens)
+    if not done:
+        raise RequestFailed("chat stream ended without [DONE]")
+    return "".join(text), tokens
+
+
+async def _completion(session: aiohttp.ClientSession, base: str, model: str, prompt: str, extra: dict[str, Any]) -> int:
+    body = {"model": model, "prompt": prompt, "stream": True, "stream_options": {"include_usage": True}, **extra}
+    tokens, done = 0, False
+    async with await _post(session, f"{base}/v3/completions", body) as response:
+        async for chunk in _sse(response):
+            if chunk == "[DONE]":
+                done = True
+            elif "error" in chunk:
+                raise RequestFailed(f"error event: {chunk['error']}")
+            else:
+                tokens = (chunk.get("usage") or {}).get("completion_tokens", tokens)
+    if not done:
+        raise RequestFailed("completion stream ended without [DONE]")
+    return tokens
+
+
+async def _responses(session: aiohttp.ClientSession, base: str, model: str, body: dict[str, Any]) -> int:
+    last = None
+    async with await _post(session, f"{base}/v3/responses", {"model": model, "stream": True, **body}) as response:
+        async for event in _sse(response):
+            last = event
+            if event["type"] in ("response.failed", "error"):
+                raise RequestFailed(f"{event['type']}: {json.dumps(event)[:300]}")
+    # max_output_tokens reached ends as response.incomplete: a normal end here.
+    if not last or last["type"] not in ("response.completed", "response.incomplete"):
+        raise RequestFailed(f"responses stream ended after {last and last['type']}")
+    return int(last["response"]["usage"]["output_tokens"])
+
+
+async def client(
+    number: int,
+    session: aiohttp.ClientSession,
+    base: str,
+    model: str,
+    args: argparse.Namespace,
+    deadline: float,
+    tally: Tally,
+) -> None:
+    """One client: requests one after another until the deadline or the request budget."""
+    rng = random.Random(args.seed * 1000 + number)
+    conversation: list[dict[str, str]] = []
+    while time.monotonic() < deadline and sum(tally.requests.values()) < args.max_requests:
+        kind = rng.choice(("chat", "completions", "responses"))
+        extra: dict[str, Any] = {"max_tokens": rng.randint(1, args.max_tokens), **_sampling(rng)}
+        if rng.random() < 0.5:
+            extra["ignore_eos"] = True
+        tally.requests[kind] += 1
+        try:
+            if kind == "chat":
+                # A quarter continue this client's conversation (prefix-cache hits) while it is short
+                # (~2,400 characters, ~750 tokens): the next turn and its answer still fit a 2k context.
+                if len(conversation) in range(3, 8) and _chars(conversation) < 2400 and rng.random() < 0.25:
+                    conversation.append({"role": "user", "content": _words(rng, most=100)})
+                else:
+                    conversation = [{"role": "system", "content": rng.choice(_SYSTEM_PROMPTS)}]
+                    conversation.append({"role": "user", "content": _words(rng)})
+                answer, tokens = await _chat(session, base, model, conversation, extra)
+                conversation.append({"role": "assistant", "content": answer})
+            elif kind == "completions":
+                tokens = await _completion(session, base, model, _words(rng), extra)
+            else:
+                body = {
+                    "instructions": rng.choice(_SYSTEM_PROMPTS),
+                    "input": _words(rng),
+                    "max_output_tokens": extra.pop("max_tokens"),
+                    "store": args.store_responses,
+                    **extra,
+                }
+                tokens = await _responses(session, base, model, body)
+            tally.output_tokens += tokens
+        except (RequestFailed, aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as exc:
+            tally.errors.append(f"{kind}: {type(exc).__name__}: {exc}")
+            print(f"request error ({kind}): {exc}", file=sys.stderr, flush=True)
+
+
+# -- sampling and reporting ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Sample:
+    seconds: float
+    requests: int
+    errors: int
+    output_tokens: int
+    server: ProcessMemory
+    engines: dict[int, ProcessMemory]
+
+
+def take_sample(started: float, server_pid: int, tally: Tally) -> Sample:
+    engines = {}
+    for pid in engine_pids(server_pid):
+        with contextlib.suppress(OSError):  # an engine that just exited
+            engines[pid] = process_memory(pid)
+    return Sample(
+        seconds=time.monotonic() - started,
+        requests=sum(tally.requests.values()),
+        errors=len(tally.errors),
+        output_tokens=tally.output_tokens,
+        server=process_memory(server_pid),
+        engines=engines,
+    )
+
+
+def table_header(engine_pids: Sequence[int]) -> str:
+    engines = "".join(f"  engine {pid} rss/anon MiB" for pid in engine_pids)
+    return f"{'min':>6} {'requests':>9} {'errors':>6} {'tok/s':>7} {'server MiB':>10}{engines}"
+
+
+def table_row(sample: Sample, previous: Sample | None) -> str:
+    tok_s = "-"
+    if previous is not None and sample.seconds - previous.seconds >= 5:  # not the short last interval
+        tok_s = f"{(sample.output_tokens - previous.output_tokens) / (sample.seconds - previous.seconds):.0f}"
+    engines = "".join(f"  {m.rss:>12.1f} / {m.anon:>6.1f}     " for m in sample.engines.values())
+    return (
+        f"{sample.seconds / 60:6.1f} {sample.requests:9d} {sample.errors:6d} {tok_s:>7} {sample.server.rss:10.1f}"
+        f"{engines}"
+    )
+
+
+def _series(samples: Sequence[Sample], first_engines: Sequence[int]) -> dict[str, list[tuple[float, float]]]:
+    series = {"server": [(s.seconds, s.server.rss) for s in samples]}
+    for pid in first_engines:
+        series[f"engine {pid}"] = [(s.seconds, s.engines[pid].rss) for s in samples if pid in s.engines]
+    return series
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _served_model(session: aiohttp.ClientSession, base: str) -> str:
+    async with session.get(f"{base}/v3/models") as response:
+        models = (await response.json())["data"]
+    return str(models[0]["id"])
+
+
+async def soak(args: argparse.Namespace, base: str, server_pid: int) -> tuple[list[Sample], Tally, Verdict]:
+    tally = Tally()
+    timeout = aiohttp.ClientTimeout(total=args.request_timeout)
+    connector = aiohttp.TCPConnector(limit=args.clients)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        model = args.model or await _served_model(session, base)
+        # One request alone first: a fresh server's first traffic is never concurrent (feasibility.md).
+        await _completion(session, base, model, "warm up", {"max_tokens": 4})
+        started = time.monotonic()
+        deadline = started + args.minutes * 60
+        clients = [
+            asyncio.create_task(client(n, session, base, model, args, deadline, tally)) for n in range(args.clients)
+        ]
+        samples = [take_sample(started, server_pid, tally)]
+        first_engines = list(samples[0].engines)
+        print(table_header(first_engines), flush=True)
+        print(table_row(samples[0], None), flush=True)
+        while not all(task.done() for task in clients):
+            await asyncio.wait(clients, timeout=args.every)
+            samples.append(take_sample(started, server_pid, tally))
+            print(table_row(samples[-1], samples[-2]), flush=True)
+        await asyncio.gather(*clients)
+    replaced = [f"engine {pid}" for pid in first_engines if pid not in samples[-1].engines]
+    return samples, tally, verdict(_series(samples, first_engines), len(tally.errors), args.threshold, replaced)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    models = Path(os.environ.get("OVSERVE_TEST_MODELS", ROOT / "models"))
+    parser.add_argument("--model_path", type=Path, default=models / "tiny-llm", help="model to serve (no --url)")
+    parser.add_argument("--server_args", default="", help="more flags for the server this script starts")
+    parser.add_argument("--url", help="a running server on this machine instead of starting one")
+    parser.add_argument("--pid", type=int, help="with --url: the server's pid (default: the port's listener)")
+    parser.add_argument("--model", help="model name to request (default: the server's first)")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent streaming clients")
+    parser.add_argument("--minutes", type=float, default=10.0, help="how long the clients send requests")
+    parser.add_argument("--max_requests", type=int, default=1_000_000, help="stop after this many requests")
+    parser.add_argument("--every", type=float, default=30.0, help="seconds between memory samples")
+    parser.add_argument("--max_tokens", type=int, default=256, help="largest max_tokens a request asks")
+    parser.add_argument("--threshold", type=float, default=1.0, help="RSS growth (%%) allowed over the last half")
+    parser.add_argument("--request_timeout", type=float, default=600.0, help="seconds one request may take")
+    parser.add_argument("--store_responses", action="store_true", help="Responses requests with store: true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="write the samples and the verdict as JSON")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    server = None
+    if args.url:
+        if not _loopback(args.url):
+            raise SystemExit("--url must be a loopback address: memory is read from this machine's /proc")
+        base = args.url.rstrip("/")
+        pid = args.pid or listening_pid(urlsplit(base).port or 80)
+        if pid is None:
+            raise SystemExit(f"no process of this user listens on {base}; pass --pid")
+    else:
+        port = _free_port()
+        server = start_server(args.model_path, port, args.server_args)
+        base, pid = f"http://127.0.0.1:{port}", server.pid
+    try:
+        samples, tally, result = asyncio.run(soak(args, base, pid))
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+    elapsed = samples[-1].seconds
+    print(
+        f"\n{sum(tally.requests.values())} requests ({dict(tally.requests)}) in {elapsed / 60:.1f} min, "
+        f"{len(tally.errors)} errors, {tally.output_tokens / elapsed:.0f} output tok/s"
+    )
+    for name, value in result.growth.items():
+        print(f"{name}: RSS growth over the last half {'n/a' if value is None else f'{value:+.2f}%'}")
+    print("PASS" if result.passed else "FAIL: " + "; ".join(result.reasons))
+    if args.out:
+        report = {
+            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "machine": machine_info(),
+            "requests": dict(tally.requests),
+            "errors": tally.errors[:100],
+            "output_tok_s": tally.output_tokens / elapsed,
+            "samples": [
+                {
+                    "seconds": round(s.seconds, 1),
+                    "requests": s.requests,
+                    "errors": s.errors,
+                    "output_tokens": s.output_tokens,
+                    "server": dataclasses.asdict(s.server),
+                    "engines": {str(pid): dataclasses.asdict(m) for pid, m in s.engines.items()},
+                }
+                for s in samples
+            ],
+            "verdict": dataclasses.asdict(result),
+        }
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+    return 0 if result.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
