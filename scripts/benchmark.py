@@ -242,12 +242,13 @@ def compare_servers(args: argparse.Namespace, model_dir: Path, vlm_dir: Path, co
 
     checkouts = {"baseline": args.baseline_checkout.resolve(), "this": ROOT}
     print(f"\nbaseline: {checkouts['baseline']}")
-    report: dict[str, list[float | None]] = {}
+    report: dict[str, list[float]] = {}
     for name in [name for name in args.workloads if name != BANDWIDTH]:
         workload = WORKLOADS[name]()
         server_args = " ".join(a for a in (workload.server_args, args.server_args) if a)
         served_dir = vlm_dir if workload.vlm else model_dir
         results: dict[tuple[str, int], list[float]] = {}
+        server_cpu: dict[tuple[str, int], list[float]] = {}  # the server process's CPU per token, if measured
         with ExitStack() as stack:
             urls = {
                 label: stack.enter_context(running_server(served_dir, args.port + offset, server_args, checkout))
@@ -260,6 +261,8 @@ def compare_servers(args: argparse.Namespace, model_dir: Path, vlm_dir: Path, co
                     for label, url in urls.items():
                         figures = asyncio.run(workload.run_server(round_context, url, level))
                         results.setdefault((label, level), []).append(figures[workload.headline] or 0.0)
+                        if (cpu := figures.get("server_cpu_us_per_token")) is not None:
+                            server_cpu.setdefault((label, level), []).append(cpu)
                         progress(f"{name} {level} round {round_number + 1} {label}: "
                                  f"{workload.headline} {figures[workload.headline]}")  # fmt: skip
         better = "higher" if workload.higher_is_better else "lower"
@@ -275,6 +278,18 @@ def compare_servers(args: argparse.Namespace, model_dir: Path, vlm_dir: Path, co
             runs = ", ".join(f"{x:.1f}/{y:.1f}" for x, y in pairs)
             print(f"| {level} | {a:.1f} | {b:.1f} | {b / a:.3f} | {paired:.3f} | {runs} |")
             report.update({f"{name}:baseline:{level}": list(before), f"{name}:this:{level}": list(after)})
+        if server_cpu:
+            print(f"\n### {name}: server CPU us per streamed token (lower is better)\n")
+            print("| level | baseline (median) | this (median) | this / baseline | runs (baseline/this) |")
+            print("|---|---|---|---|---|")
+            for level in workload.levels(args.options):
+                before, after = server_cpu.get(("baseline", level), []), server_cpu.get(("this", level), [])
+                if not before or not after:
+                    continue
+                a, b = statistics.median(before), statistics.median(after)
+                runs = ", ".join(f"{x:.0f}/{y:.0f}" for x, y in zip(before, after, strict=False))
+                print(f"| {level} | {a:.0f} | {b:.0f} | {b / a:.3f} | {runs} |")
+                report.update({f"{name}:cpu:baseline:{level}": before, f"{name}:cpu:this:{level}": after})
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
     return 0

@@ -7,7 +7,15 @@ the cache. A leak shows as "RSS minus cache" growing; a cache growing to its wor
 both growing together and levelling off. Run it with ``--cache_size 0`` (grow on demand, the
 default) and with a fixed size (pre-allocated) to compare.
 
+``--varied`` gives every request a random prompt (5 to ``--max_prompt`` token ids) and a random
+``max_new_tokens`` (1 to ``--max_tokens``): the steps then see ever new input shapes, and the CPU
+plugin's per-shape JIT kernels show as "RSS minus cache" growing to its bound. The pipeline gets
+the engine's kernel-cache bounds (``ovserve.engine.memory.bound_kernel_caches``) unless
+``--openvino_defaults``:
+
     python scripts/soak_engine.py --model models/tiny-llm --minutes 3
+    python scripts/soak_engine.py --varied --minutes 2                       # flat after warm-up
+    python scripts/soak_engine.py --varied --minutes 2 --openvino_defaults   # grows for minutes
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import argparse
 import ctypes
 import itertools
 import json
+import random
 import time
 from pathlib import Path
 
@@ -39,19 +48,29 @@ def main() -> None:
     parser.add_argument(
         "--trim", action="store_true", help="malloc_trim(0) before each report: freed-but-kept memory is not counted"
     )
+    parser.add_argument("--varied", action="store_true", help="random prompt and output lengths (new shapes)")
+    parser.add_argument("--max_prompt", type=int, default=600, help="with --varied: longest prompt (tokens)")
+    parser.add_argument(
+        "--openvino_defaults", action="store_true", help="without the engine's bounds on the CPU plugin's kernel caches"
+    )
     args = parser.parse_args()
 
+    import numpy as np
+    import openvino as ov
     import openvino_genai as ov_genai
 
-    from ovserve.engine.memory import pin_malloc_thresholds
+    from ovserve.engine.memory import bound_kernel_caches, pin_malloc_thresholds
 
     pin_malloc_thresholds()  # as the engine process does
+    properties = json.loads(args.plugin_config)
+    if not args.openvino_defaults:
+        properties = bound_kernel_caches("CPU", properties)
 
     scheduler = ov_genai.SchedulerConfig()
     scheduler.cache_size = args.cache_size
     scheduler.max_num_batched_tokens = 256
     scheduler.dynamic_split_fuse = True
-    pipe = ov_genai.ContinuousBatchingPipeline(str(args.model), scheduler, "CPU", json.loads(args.plugin_config))
+    pipe = ov_genai.ContinuousBatchingPipeline(str(args.model), scheduler, "CPU", properties)
     tokenizer = pipe.get_tokenizer()
     config = pipe.get_config()
     config.max_new_tokens = args.max_tokens
@@ -59,6 +78,8 @@ def main() -> None:
     config.do_sample = False
     config.apply_chat_template = False
     ids = itertools.count()
+    rng = random.Random(0)
+    vocab = json.loads((args.model / "config.json").read_text()).get("vocab_size", 1000)
     active: dict[int, object] = {}
     finished = 0
     started = time.monotonic()
@@ -67,8 +88,14 @@ def main() -> None:
     while time.monotonic() - started < args.minutes * 60:
         while len(active) < args.streams:
             request_id = next(ids)
-            prompt = tokenizer.encode(f"Request {request_id}: tell me everything about the number {request_id}.")
-            active[request_id] = pipe.add_request(request_id, prompt.input_ids, config)
+            if args.varied:
+                length = rng.randint(5, args.max_prompt)
+                prompt = ov.Tensor(np.array([[rng.randrange(vocab) for _ in range(length)]], dtype=np.int64))
+                config.max_new_tokens = rng.randint(1, args.max_tokens)
+            else:
+                text = f"Request {request_id}: tell me everything about the number {request_id}."
+                prompt = tokenizer.encode(text).input_ids
+            active[request_id] = pipe.add_request(request_id, prompt, config)
         pipe.step()
         for request_id, handle in list(active.items()):
             while handle.can_read():  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ovserve.engine.loop import STEPS_TO_FREE
+from ovserve.engine.memory import bound_kernel_caches
 from ovserve.engine.messages import GenerationParams
 from ovserve.engine.retrieval import build_retrieval_model
 from ovserve.engine.spec import VISION_ENCODER_FILE, EngineSpec, PipelineKind, SchedulerSettings
@@ -122,15 +123,18 @@ def build_pipeline(spec: EngineSpec) -> Any:
 
     if not spec.kind.generates:
         return build_retrieval_model(spec)
-    properties: dict[str, Any] = dict(spec.plugin_config)
+    # The CPU plugin's JIT kernel caches would otherwise grow for hours (ovserve.engine.memory).
+    properties = bound_kernel_caches(spec.device, spec.plugin_config)
     if spec.kind is PipelineKind.STATEFUL:
         return ov_genai.LLMPipeline(str(spec.model_path), spec.device, **properties)
     if spec.kind is PipelineKind.SPECULATIVE:
         assert spec.draft_models_path is not None and spec.draft_scheduler is not None
+        draft_device = spec.draft_device or spec.device
         properties["draft_model"] = ov_genai.draft_model(
             str(spec.draft_models_path),
-            spec.draft_device or spec.device,
+            draft_device,
             scheduler_config=_scheduler_config(spec.draft_scheduler),
+            **bound_kernel_caches(draft_device, {}),
         )
     elif spec.kind is PipelineKind.PROMPT_LOOKUP:
         properties["prompt_lookup"] = True
