@@ -39,6 +39,8 @@ class ChatJob(Job):
     tools: list[Tool] = field(default_factory=list)
     raw_output: bool = False  # skip_special_tokens false: the text as generated, parsers off (OVMS)
     single_call: bool = False  # parallel_tool_calls false: at most one tool call
+    # Special-token texts removed before parsing (decoded with special tokens kept for the parsers).
+    strip_tokens: frozenset[str] = frozenset()
 
     def engine_prompts(self) -> list[EnginePrompt]:
         return [self.vision_prompt or self.prompt_ids]
@@ -53,7 +55,18 @@ class ChatJob(Job):
             reasoning_format=None if self.raw_output else self.model.reasoning_format,
             starts_in_reasoning=self.starts_in_reasoning,
             single_call=self.single_call,
+            tools={tool.name: tool.parameters or {} for tool in self.tools},
+            strip_tokens=self.strip_tokens,
         )
+
+
+def special_markers(model: ServedModel, *, with_tools: bool) -> frozenset[str]:
+    """The markers of this model's active formats that its tokenizer declares special tokens:
+    decoding must keep them for the parsers to see (``ovserve.parsers.base``)."""
+    markers: set[str] = set(model.reasoning_format.special_tokens if model.reasoning_format else ())
+    if with_tools and model.tool_format is not None:
+        markers.update(model.tool_format.special_tokens)
+    return frozenset(markers & model.special_tokens)
 
 
 def _content(message: Message, first_image: int) -> str | None:
@@ -136,6 +149,10 @@ class ChatGeneration:
         sampling = conversation.sampling
         params = sampling_params(sampling, model, prompt_tokens=len(prompt_ids), param=param)
         raw = not sampling.skip_special_tokens
+        strip_tokens: frozenset[str] = frozenset()
+        if not raw and (markers := special_markers(model, with_tools=bool(tools))):
+            params = dataclasses.replace(params, skip_special_tokens=False)
+            strip_tokens = model.special_tokens - markers
         grammar = _grammar(conversation, model, tools, raw)
         if grammar is not None:
             params = dataclasses.replace(params, structured_output=grammar)
@@ -153,4 +170,5 @@ class ChatGeneration:
             tools=tools,
             raw_output=raw,
             single_call=not conversation.parallel_tool_calls,
+            strip_tokens=strip_tokens,
         )

@@ -17,6 +17,7 @@ numbers cannot be written as a regex exactly and are refused. Pure annotations (
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -260,10 +261,10 @@ def tool_call_schema(tool: Tool) -> dict[str, Any]:
 
 
 def _call_wrap(fmt: ToolCallFormat | None, what: str, param: str) -> tuple[str, str]:
-    """The text around one JSON call in ``fmt``, for the formats whose calls a grammar can constrain."""
+    """The text around one JSON call in ``fmt``, for the formats a grammar can guide once a call opens."""
     if fmt is None or fmt.json_call_wrap is None:
         raise BadRequestError(
-            f"{what} needs a model whose tool format ovserve can constrain (hermes3/qwen); "
+            f"{what} needs a model whose tool format ovserve can guide (hermes3/qwen); "
             f"this model's format is {fmt.name if fmt else 'unknown'}",
             param=param,
         )
@@ -283,10 +284,16 @@ def guided_tool_calls_grammar(fmt: ToolCallFormat | None, tools: list[Tool], *, 
 
 def forced_tool_call_grammar(fmt: ToolCallFormat | None, tools: list[Tool], *, param: str) -> GrammarSpec:
     """A grammar that admits exactly one call of one of ``tools`` in the model's own format."""
-    begin, end = _call_wrap(fmt, "tool_choice 'required' or a named tool", param)
-    return {"regex": f"{_literal(begin)}({_any_call_regex(tools)}){_literal(end)}"}
-
-
-def _literal(text: str) -> str:
-    """``text`` as a regex matching itself; a newline is written ``\\n`` (the engine's regex dialect)."""
-    return re.escape(text).replace("\\\n", "\\n")
+    if fmt is None or fmt.call_regex is None:
+        raise BadRequestError(
+            "tool_choice 'required' or a named tool needs a model whose tool format ovserve can force; "
+            f"this model's format is {fmt.name if fmt else 'unknown'} (see docs/tools.md)",
+            param=param,
+        )
+    calls = []
+    for tool in tools:
+        parameters = tool.parameters or {"type": "object", "properties": {}}
+        calls.append(
+            fmt.call_regex(tool.name, parameters, functools.partial(schema_regex, param=tool.parameters_origin))
+        )
+    return {"regex": "|".join(f"({call})" for call in calls)}

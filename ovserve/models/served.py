@@ -25,6 +25,7 @@ from ovserve.models.tokenizer import PromptTokenizer
 from ovserve.models.vision import VisionModel
 from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.parsers.detect import read_special_tokens
 from ovserve.settings.schema import ModelSettings, ServerSettings, read_context_length
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,8 @@ class ServedModel:
     # How this model writes tool calls and reasoning (graph options, else detected from the template).
     tool_format: ToolCallFormat | None = None
     reasoning_format: ReasoningFormat | None = None
+    # The texts of the tokenizer's special tokens (formats whose markers are special need them kept).
+    special_tokens: frozenset[str] = frozenset()
     # Renders long conversations off the event loop (see render_prompt); started at load.
     template_thread: concurrent.futures.ThreadPoolExecutor = field(default_factory=lambda: started_thread("template"))
     drafting: DraftingStats = field(default_factory=DraftingStats)  # speculative / prompt lookup only
@@ -161,6 +164,7 @@ class ServedModel:
             vision=VisionModel.detect(spec.model_path),
             tool_format=tool_parser(settings.tool_parser) if settings.tool_parser else detect_tool_parser(source),
             reasoning_format=reasoning_parser(settings.reasoning_parser) if settings.reasoning_parser else None,
+            special_tokens=read_special_tokens(spec.model_path),
             admission=Admission(spec.name, server.max_queued_requests, server.max_prompt_tokens_in_flight),
         )
 

@@ -5,15 +5,43 @@ decode the payload); one state machine (:class:`ToolCallExtractor`) runs every f
 parser module only says what its model writes. Text arrives in arbitrary pieces (stream deltas);
 the extractor holds back text that could be the start of a marker, never emits a marker as
 content, and falls back to plain content when a payload does not decode.
+
+A format that the marker machine cannot describe (gpt-oss's harmony channels carry reasoning,
+content and calls in one syntax) gives a ``stream_parser`` instead: a factory of
+:class:`OutputParser` objects that turn the whole output into :class:`Parsed` pieces.
+
+Contract of every parser, unary or streamed: the text is fed in arbitrary pieces and the
+concatenation of what comes out is the same whatever the pieces; a call is emitted whole, once
+(its arguments a JSON object string); markers never reach ``content``; output that is not a valid
+call of the format comes back as ``content`` (a malformed call is the model's text, not an error).
+
+``special_tokens`` of a format: its markers that tokenizers declare special (``[TOOL_CALLS]``,
+``<|channel|>``...). Decoding normally drops special tokens, so when a model's tokenizer has one of
+them the request is decoded with special tokens kept and every *other* special token is removed
+from the text before the parsers see it (``ovserve.core.chat``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+# Tool name -> its ``parameters`` JSON schema (``{}`` when the tool declared none), for formats
+# whose argument values are text typed by the schema (Qwen3-Coder's XML, GLM's arg_value).
+ToolSchemas = Mapping[str, Any]
+NO_TOOLS: ToolSchemas = {}
+# A JSON schema -> the regex of its compact JSON (``ovserve.core.guided.schema_regex``).
+SchemaRegex = Callable[[Any], str]
+# (tool name, parameters schema, schema_regex) -> the regex of one whole call in a format,
+# markers included: what a grammar forces for ``tool_choice`` required / named.
+CallRegex = Callable[[str, Any, SchemaRegex], str]
 
 
 @dataclass(frozen=True)
@@ -53,6 +81,61 @@ def decode_json(payload: str) -> Any:
         raise PayloadError(f"not JSON: {exc}") from exc
 
 
+def regex_literal(text: str) -> str:
+    """``text`` as a regex matching itself; a newline is written ``\\n`` (the engine's regex dialect)."""
+    return re.escape(text).replace("\\\n", "\\n")
+
+
+def json_object_call(begin: str, end: str, *, arguments_key: str = "arguments") -> CallRegex:
+    """The :data:`CallRegex` of formats that write one call as ``begin{"name": ..., "arguments": {...}}end``."""
+
+    def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
+        schema = {
+            "type": "object",
+            "properties": {"name": {"const": name}, arguments_key: parameters},
+            "required": ["name", arguments_key],
+            "additionalProperties": False,
+        }
+        return f"{regex_literal(begin)}({schema_regex(schema)}){regex_literal(end)}"
+
+    return call_regex
+
+
+@dataclass
+class Parsed:
+    """What a piece of model output turned into: reasoning, answer text, whole tool calls."""
+
+    reasoning: str = ""
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.reasoning or self.content or self.tool_calls)
+
+    def extend(self, other: Parsed) -> Parsed:
+        self.reasoning += other.reasoning
+        self.content += other.content
+        self.tool_calls += other.tool_calls
+        return self
+
+
+class OutputParser(Protocol):
+    """A whole-output parser (reasoning, content and calls at once); see the module docstring."""
+
+    def push(self, text: str) -> Parsed: ...
+
+    def finish(self) -> Parsed: ...
+
+
+@dataclass(frozen=True)
+class ParserContext:
+    """What a stream parser is built with. ``tools``: None when tool calls are not parsed for
+    this request (no tools offered); ``starts_in_reasoning``: the prompt opened the reasoning."""
+
+    tools: ToolSchemas | None = None
+    starts_in_reasoning: bool = False
+
+
 @dataclass(frozen=True)
 class ToolCallFormat:
     """How one model family writes tool calls.
@@ -60,19 +143,27 @@ class ToolCallFormat:
     ``starts``: markers that open a call block. ``end``: the marker that closes it, or None when
     the block runs to the end of the output. ``start_of_output_only``: markers that only count
     as the very first non-space text (Llama 3 writes bare JSON). ``decode`` turns a block's
-    payload into calls and raises :class:`PayloadError` when it is not a call.
+    payload into calls (given the offered tools' schemas) and raises :class:`PayloadError` when
+    it is not a call.
     """
 
     name: str
     starts: tuple[str, ...]
     end: str | None
-    decode: Callable[[str], list[ToolCall]]
+    decode: Callable[[str, ToolSchemas], list[ToolCall]]
     start_of_output_only: tuple[str, ...] = ()
     # Keep the start marker in the payload (Llama 3's "{" is part of the JSON).
     marker_in_payload: tuple[str, ...] = ()
     # The text before and after one ``{"name", "arguments"}`` call, for formats whose calls a
-    # grammar can force (ovserve.core.guided); None: tool_choice cannot force a call.
+    # grammar can guide once the model opens a call (enable_tool_guided_generation).
     json_call_wrap: tuple[str, str] | None = None
+    # One whole call as a regex, for formats whose calls a grammar can force (tool_choice
+    # required / named); None: it cannot.
+    call_regex: CallRegex | None = None
+    # Markers of this format that tokenizers may declare special tokens (module docstring).
+    special_tokens: tuple[str, ...] = ()
+    # Formats the marker machine cannot describe: a whole-output parser (module docstring).
+    stream_parser: Callable[[ParserContext], OutputParser] | None = None
 
 
 @dataclass
@@ -84,8 +175,9 @@ class Extracted:
 
 
 class ToolCallExtractor:
-    def __init__(self, fmt: ToolCallFormat) -> None:
+    def __init__(self, fmt: ToolCallFormat, tools: ToolSchemas = NO_TOOLS) -> None:
         self._fmt = fmt
+        self._tools = tools
         self._pending = ""  # content that may be the beginning of a start marker
         self._block: str | None = None  # inside a call block: its text so far (marker included)
         self._marker = ""
@@ -189,9 +281,11 @@ class ToolCallExtractor:
         if self._marker in self._fmt.marker_in_payload:
             payload = self._marker + payload
         try:
-            calls = self._fmt.decode(payload.strip())
-        except PayloadError:
-            self._emit_content(out, block)  # malformed: the client sees what the model wrote
+            calls = self._fmt.decode(payload.strip(), self._tools)
+        except PayloadError as exc:
+            # Malformed: the client sees what the model wrote; the log says why it is no call.
+            log.warning("%s tool call not parsed, returned as content: %s", self._fmt.name, exc)
+            self._emit_content(out, block)
             return
         out.tool_calls.extend(calls)
         self._seen_text = True
@@ -199,9 +293,14 @@ class ToolCallExtractor:
 
 @dataclass(frozen=True)
 class ReasoningFormat:
+    """``start``...``end`` around the reasoning at the beginning of the output. ``stream_parser``:
+    formats that need more (harmony channels) parse the whole output themselves."""
+
     name: str
     start: str
     end: str
+    special_tokens: tuple[str, ...] = ()  # as ToolCallFormat.special_tokens
+    stream_parser: Callable[[ParserContext], OutputParser] | None = None
 
 
 @dataclass

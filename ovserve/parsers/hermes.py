@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ovserve.parsers.base import ToolCall, ToolCallFormat, call_from_object, decode_json
+from ovserve.parsers.base import ToolCall, ToolCallFormat, ToolSchemas, call_from_object, decode_json, json_object_call
 
 
-def decode(payload: str) -> list[ToolCall]:
+def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     return [call_from_object(decode_json(payload))]
 
 
@@ -15,4 +15,5 @@ FORMAT = ToolCallFormat(
     end="</tool_call>",
     decode=decode,
     json_call_wrap=("<tool_call>\n", "\n</tool_call>"),
+    call_regex=json_object_call("<tool_call>\n", "\n</tool_call>"),
 )

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from ovserve.parsers.base import PayloadError, ToolCall, ToolCallFormat, call_from_object
+from ovserve.parsers.base import PayloadError, ToolCall, ToolCallFormat, ToolSchemas, call_from_object, json_object_call
 
 
-def decode(payload: str) -> list[ToolCall]:
+def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     decoder = json.JSONDecoder()
     calls: list[ToolCall] = []
     position = 0
@@ -39,4 +39,6 @@ FORMAT = ToolCallFormat(
     decode=decode,
     start_of_output_only=('{"name"',),
     marker_in_payload=('{"name"',),
+    call_regex=json_object_call("", "", arguments_key="parameters"),
+    special_tokens=("<|python_tag|>",),
 )

@@ -3,13 +3,21 @@
 
 from __future__ import annotations
 
-from ovserve.parsers.base import PayloadError, ToolCall, ToolCallFormat, call_from_object, decode_json
+from ovserve.parsers.base import (
+    PayloadError,
+    ToolCall,
+    ToolCallFormat,
+    ToolSchemas,
+    call_from_object,
+    decode_json,
+    json_object_call,
+)
 
 MARKER = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
 
 
-def decode(payload: str) -> list[ToolCall]:
+def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     if payload.startswith("["):
         items = decode_json(payload)
         if not isinstance(items, list) or not items:
@@ -24,4 +32,11 @@ def decode(payload: str) -> list[ToolCall]:
     return calls
 
 
-FORMAT = ToolCallFormat(name="mistral", starts=(MARKER,), end=None, decode=decode)
+FORMAT = ToolCallFormat(
+    name="mistral",
+    starts=(MARKER,),
+    end=None,
+    decode=decode,
+    call_regex=json_object_call(f"{MARKER}[", "]"),
+    special_tokens=(MARKER, ARGS),
+)
