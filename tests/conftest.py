@@ -29,6 +29,17 @@ MODELS_DIR = Path(os.environ.get("OVSERVE_TEST_MODELS", str(ROOT / "models")))
 STARTUP_TIMEOUT_S = 300.0
 
 
+def contention_factor(sample_s: float = 0.2) -> float:
+    """How many times slower than its CPU time work runs on this machine right now: 1.0 when a
+    core is free, about 2-3 beside two CPU-bound neighbours. Tests that bound a duration (a
+    refusal that must not wait for a decode, a timeout that must fire) scale the bound by it, so
+    they assert "fast for this machine now", not a figure tuned to an idle box."""
+    wall_start, cpu_start = time.perf_counter(), time.thread_time()
+    while time.thread_time() - cpu_start < sample_s:
+        pass
+    return max(1.0, (time.perf_counter() - wall_start) / (time.thread_time() - cpu_start))
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -24,6 +24,10 @@ class Trace:
     end: float | None = None
     text: str = ""
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, when reported
+    # usage.completion_tokens, when reported: a server may put several tokens in one chunk (its
+    # detokenizer holds back partial characters; it coalesces deltas for a slow reader), so
+    # counting chunks would undercount the tokens.
+    completion_tokens: int | None = None
 
     def add(self, now: float, tokens: int) -> None:
         if tokens > 0:
@@ -31,7 +35,8 @@ class Trace:
 
     @property
     def tokens(self) -> int:
-        return sum(count for _, count in self.events)
+        arrived = sum(count for _, count in self.events)
+        return max(arrived, self.completion_tokens or 0)
 
     @property
     def first_token(self) -> float | None:

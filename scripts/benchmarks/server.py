@@ -127,6 +127,7 @@ async def stream_chat(
             usage = chunk.get("usage")
             if usage:
                 trace.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+                trace.completion_tokens = usage.get("completion_tokens")
             if not chunk["choices"]:
                 continue
             content = chunk["choices"][0]["delta"].get("content")
@@ -170,6 +171,8 @@ async def stream_responses(
             if event["type"] == "response.output_text.delta":
                 parts.append(event["delta"])
                 trace.add(time.perf_counter(), 1)
+            elif event["type"] == "response.completed":
+                trace.completion_tokens = (event["response"].get("usage") or {}).get("output_tokens")
             elif event["type"] == "response.failed":
                 raise RuntimeError(f"response failed: {event['response']['error']}")
     trace.end = time.perf_counter()

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import Server, graph_config, launch_server, start_server
+from tests.conftest import Server, contention_factor, graph_config, launch_server, start_server
 
 LONG_CHAT = {
     "model": "tiny-llm",
@@ -100,7 +100,7 @@ def test_deadline_expiry_unary_is_504_and_frees_the_engine(deadline_server: Serv
     response = httpx.post(f"{deadline_server.url}/v3/chat/completions", json=LONG_CHAT, timeout=60)
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "request_timeout"
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 5 * contention_factor()  # the request alone takes over a minute
     assert wait_for(lambda: deadline_server.metric("ovserve_engine_requests") == 0)
     assert deadline_server.metric("ovserve_inflight_requests") == 0
 
