@@ -138,7 +138,7 @@ class ChatGeneration:
         tools = conversation.offered_tools()
         template_tools = [tool.template_object() for tool in tools] or None
         prompt = await model.render_prompt(
-            templated, template_tools, conversation.template_kwargs, param=conversation.prompt_origin
+            templated, template_tools, conversation.template_variables(), param=conversation.prompt_origin
         )
         counted = prompt
         if model.vision is not None:
