@@ -43,7 +43,9 @@ and the arguments are not JSON, so a JSON schema's regex could not describe them
 from __future__ import annotations
 
 import json
+import math
 import re
+from enum import Enum
 from typing import Any
 
 from ovserve.parsers.base import (
@@ -176,12 +178,21 @@ def _bare(raw: str) -> Any:
     if raw.lower() in _NULLS:
         return None
     if _JSON_NUMBER.fullmatch(raw):
-        return json.loads(raw)
+        number = json.loads(raw)
+        # 1e400 is inf, which JSON cannot write: such a number stays the model's text.
+        return number if not isinstance(number, float) or math.isfinite(number) else raw
     return raw
 
 
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
-    reader = _Reader(payload)
+    try:
+        return _calls(_Reader(payload))
+    except RecursionError:
+        raise PayloadError("arguments nested too deeply") from None
+
+
+def _calls(reader: _Reader) -> list[ToolCall]:
+    payload = reader.text
     calls: list[ToolCall] = []
     while True:
         reader.skip_space()
@@ -210,7 +221,13 @@ FORMAT = ToolCallFormat(
 
 # -- thinking -----------------------------------------------------------------------------------
 
-_CONTENT, _LABEL, _THOUGHT_START, _THOUGHT, _AFTER = "content", "label", "thought_start", "thought", "after"
+
+class _State(Enum):
+    CONTENT = "content"  # answer text
+    LABEL = "label"  # right after <|channel>: its ``thought`` label may be arriving
+    THOUGHT_START = "thought_start"  # after the label: the whitespace ending its line is dropped
+    THOUGHT = "thought"  # reasoning, until <channel|>
+    AFTER = "after"  # right after <channel|>: newlines belong to neither part
 
 
 class ThoughtSplitter:
@@ -218,7 +235,7 @@ class ThoughtSplitter:
 
     def __init__(self, context: ParserContext) -> None:
         # The prompt may end inside the channel, after its label (``<|channel>thought``).
-        self._state = _THOUGHT_START if context.starts_in_reasoning else _CONTENT
+        self._state = _State.THOUGHT_START if context.starts_in_reasoning else _State.CONTENT
         self._pending = ""
         self._label = ""
         self._thought_has_text = False
@@ -228,20 +245,20 @@ class ThoughtSplitter:
         out = Parsed()
         self._pending += text
         while self._pending:
-            if self._state == _LABEL:
+            if self._state == _State.LABEL:
                 if not self._read_label():
                     break
                 continue
-            if self._state == _THOUGHT_START:
+            if self._state == _State.THOUGHT_START:
                 self._pending = self._pending.lstrip()
                 if not self._pending:
                     break
-                self._state = _THOUGHT
-            if self._state == _AFTER:
+                self._state = _State.THOUGHT
+            if self._state == _State.AFTER:
                 self._pending = self._pending.lstrip("\n")
                 if not self._pending:
                     break
-                self._state = _CONTENT
+                self._state = _State.CONTENT
             position, marker = _first(self._pending, (CHANNEL_START, CHANNEL_END))
             if marker is None:
                 keep = _suffix_prefix(self._pending, (CHANNEL_START, CHANNEL_END))
@@ -256,17 +273,17 @@ class ThoughtSplitter:
     def finish(self) -> Parsed:
         out = Parsed()
         rest, self._pending = self._pending, ""
-        if self._state == _LABEL:
+        if self._state == _State.LABEL:
             # The output ended inside the channel's first words.
             text = self._label + rest
             labelled, body = _after_label(text, closed=True) or (False, text)
-            self._state = _THOUGHT
+            self._state = _State.THOUGHT
             self._emit(body.lstrip() if labelled else body, out)
-        elif self._state == _THOUGHT_START:
-            self._state = _THOUGHT
+        elif self._state == _State.THOUGHT_START:
+            self._state = _State.THOUGHT
             self._emit(rest.lstrip(), out)
-        elif self._state == _AFTER:
-            self._state = _CONTENT
+        elif self._state == _State.AFTER:
+            self._state = _State.CONTENT
             self._emit(rest.lstrip("\n"), out)
         else:
             self._emit(rest, out)  # a marker's beginning that never completed is text
@@ -274,11 +291,11 @@ class ThoughtSplitter:
 
     def _on_marker(self, marker: str) -> None:
         if marker == CHANNEL_START:
-            if self._state == _CONTENT:
-                self._state, self._label = _LABEL, ""
+            if self._state == _State.CONTENT:
+                self._state, self._label = _State.LABEL, ""
             # <|channel> inside a thought: a stray marker, dropped.
-        elif self._state == _THOUGHT:
-            self._state = _AFTER
+        elif self._state == _State.THOUGHT:
+            self._state = _State.AFTER
             self._thought_has_text = False
         # <channel|> outside a thought: a stray marker, dropped.
 
@@ -297,13 +314,13 @@ class ThoughtSplitter:
         labelled, body = split
         self._label, self._pending = "", body + text[len(head) :]
         # After the label, the whitespace that ends its line is no reasoning.
-        self._state = _THOUGHT_START if labelled else _THOUGHT
+        self._state = _State.THOUGHT_START if labelled else _State.THOUGHT
         return True
 
     def _emit(self, text: str, out: Parsed) -> None:
         if not text:
             return
-        if self._state in (_THOUGHT, _THOUGHT_START):
+        if self._state in (_State.THOUGHT, _State.THOUGHT_START):
             if not self._thought_has_text:
                 self._thought_has_text = True
                 if self._reasoned:

@@ -55,8 +55,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Literal
 
 from ovserve.parsers.base import (
     OutputParser,
@@ -85,7 +88,14 @@ _RECIPIENT = re.compile(r"to=(\S+)")
 # What a header can begin with when the output starts without a marker (recipient first).
 _HEADER_OPENER = "to="
 
-REASONING, CONTENT, CALL_KIND, DROP = "reasoning", "content", "call", "drop"
+
+class _Kind(Enum):
+    """What a message's body becomes (module docstring)."""
+
+    REASONING = "reasoning"
+    CONTENT = "content"
+    CALL = "call"
+    DROP = "drop"
 
 
 @dataclass
@@ -96,7 +106,7 @@ class _Header:
     role: str = ""
     channel: str = ""
     constrain: str = ""
-    section: str = "role"
+    section: Literal["role", "channel", "constrain"] = "role"
 
     def add(self, text: str) -> None:
         setattr(self, self.section, getattr(self, self.section) + text)
@@ -121,13 +131,13 @@ class HarmonyParser:
         self._pending = ""  # text that may be the beginning of a marker
         self._header = _Header()
         self._in_body = context.starts_in_reasoning
-        self._kind = REASONING if context.starts_in_reasoning else ""
+        self._kind = _Kind.REASONING if context.starts_in_reasoning else _Kind.DROP
         self._recipient: str | None = None
         self._call_body = ""
         # A marker was seen (or the prompt opened a body): text without one is no plain output.
         self._structured = context.starts_in_reasoning
         self._message_emitted = False  # the current message's separator was written
-        self._emitted: set[str] = set()  # kinds that have text already (they get a separator)
+        self._emitted: set[_Kind] = set()  # kinds that have text already (they get a separator)
 
     def push(self, text: str) -> Parsed:
         out = Parsed()
@@ -152,7 +162,7 @@ class HarmonyParser:
         if self._in_body:
             self._close(out)
         elif not self._structured and self._header.role:
-            self._emit(CONTENT, self._header.role, out)  # "to", never followed by a header
+            self._emit(_Kind.CONTENT, self._header.role, out)  # "to", never followed by a header
         return out
 
     # -- text and markers -----------------------------------------------------------------------
@@ -161,9 +171,9 @@ class HarmonyParser:
         if not text:
             return
         if self._in_body:
-            if self._kind == CALL_KIND:
+            if self._kind == _Kind.CALL:
                 self._call_body += text
-            elif self._kind in (REASONING, CONTENT):
+            elif self._kind in (_Kind.REASONING, _Kind.CONTENT):
                 self._emit(self._kind, text, out)
             return
         self._header.add(text)
@@ -176,8 +186,8 @@ class HarmonyParser:
         if not head or head.startswith(_HEADER_OPENER) or _HEADER_OPENER.startswith(head):
             return
         text, self._header = self._header.role, _Header()
-        self._open_body(out)
-        self._emit(CONTENT, text, out)
+        self._open_body()
+        self._emit(_Kind.CONTENT, text, out)
 
     def _marker(self, marker: str, out: Parsed) -> None:
         self._structured = True
@@ -197,11 +207,11 @@ class HarmonyParser:
         elif marker == CONSTRAIN:
             self._header.section = "constrain"
         else:  # <|message|>
-            self._open_body(out)
+            self._open_body()
 
     # -- messages -------------------------------------------------------------------------------
 
-    def _open_body(self, out: Parsed) -> None:
+    def _open_body(self) -> None:
         self._recipient = self._header.recipient()
         channel = self._header.channel_name()
         self._header = _Header()
@@ -209,32 +219,32 @@ class HarmonyParser:
         self._message_emitted = False
         self._call_body = ""
         if self._recipient and self._recipient.startswith(_FUNCTIONS):
-            self._kind = CALL_KIND if self._tools is not None else DROP
+            self._kind = _Kind.CALL if self._tools is not None else _Kind.DROP
             if self._tools is None:
                 log.warning("gptoss: a call to %s with no tools offered is dropped", self._recipient)
         elif channel == "analysis":
-            self._kind = REASONING
+            self._kind = _Kind.REASONING
         elif channel == "final" or (channel in ("commentary", None) and self._recipient is None):
-            self._kind = CONTENT
+            self._kind = _Kind.CONTENT
         else:
-            self._kind = DROP
+            self._kind = _Kind.DROP
 
     def _close(self, out: Parsed) -> None:
-        if self._kind == CALL_KIND:
+        if self._kind == _Kind.CALL:
             assert self._recipient is not None
             name = self._recipient[len(_FUNCTIONS) :]
             try:
                 out.tool_calls.append(_decode_call(name, self._call_body))
             except PayloadError as exc:
                 log.warning("gptoss tool call not parsed, returned as content: %s", exc)
-                self._emit(CONTENT, self._call_body, out)
+                self._emit(_Kind.CONTENT, self._call_body, out)
         self._in_body = False
-        self._kind = ""
+        self._kind = _Kind.DROP
         self._recipient = None
         self._call_body = ""
         self._header = _Header()
 
-    def _emit(self, kind: str, text: str, out: Parsed) -> None:
+    def _emit(self, kind: _Kind, text: str, out: Parsed) -> None:
         if not text:
             return
         if not self._message_emitted:
@@ -242,7 +252,7 @@ class HarmonyParser:
             if kind in self._emitted:
                 text = "\n" + text  # messages of one kind are joined with a newline
             self._emitted.add(kind)
-        if kind == REASONING:
+        if kind == _Kind.REASONING:
             out.reasoning += text
         else:
             out.content += text
@@ -252,12 +262,23 @@ def _decode_call(name: str, body: str) -> ToolCall:
     if not name:
         raise PayloadError("the recipient names no function")
     try:
-        arguments = json.loads(body)
+        arguments = json.loads(body, parse_constant=_no_constant, parse_float=_finite)
     except ValueError as exc:
         raise PayloadError(f"{name}: arguments are not JSON: {exc}") from exc
     if not isinstance(arguments, dict):
         raise PayloadError(f"{name}: arguments must be a JSON object")
     return ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's json reads NaN and Infinity; clients cannot
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of range")
+    return number
 
 
 def _first_marker(text: str) -> tuple[int, str] | None:

@@ -140,3 +140,12 @@ def test_registered_and_detected() -> None:
     assert TOOL_PARSERS["gemma4"] is TOOLS
     assert REASONING_PARSERS["gemma4"] is REASONING
     assert detect_tool_parser("{{- '<|tool_call>call:' + function['name'] + '{' -}}") is TOOLS
+
+
+def test_arguments_nested_past_the_parser_are_content() -> None:
+    block = "<|tool_call>call:f{x:" + "[" * 5000 + "]" * 5000 + "}<tool_call|>"
+    parses(block, content=block)
+
+
+def test_number_json_cannot_write_stays_text() -> None:
+    parses("<|tool_call>call:f{x:1e400}<tool_call|>", calls=[("f", {"x": "1e400"})])

@@ -188,3 +188,9 @@ def test_registered_and_detected() -> None:
     assert TOOL_PARSERS["gptoss"] is TOOLS
     assert REASONING_PARSERS["gptoss"] is REASONING
     assert detect_tool_parser("{{- '<|start|>assistant<|channel|>final<|message|>' }}") is TOOLS
+
+
+def test_arguments_json_cannot_write_are_content() -> None:
+    # Python's json reads NaN and 1e400 (inf); a client's JSON parser cannot.
+    parses(call("f", '{"x": NaN}', end=""), content='{"x": NaN}')
+    parses(call("f", '{"x": 1e400}', end=""), content='{"x": 1e400}')
