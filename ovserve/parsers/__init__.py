@@ -6,7 +6,7 @@ it is detected from the chat template (what the template teaches the model to wr
 
 from __future__ import annotations
 
-from ovserve.parsers import hermes, llama3, mistral, phi4
+from ovserve.parsers import gemma4, gptoss, hermes, llama3, mistral, phi4
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 
 TOOL_PARSERS: dict[str, ToolCallFormat] = {
@@ -16,10 +16,14 @@ TOOL_PARSERS: dict[str, ToolCallFormat] = {
     "llama3": llama3.FORMAT,
     "mistral": mistral.FORMAT,
     "phi4": phi4.FORMAT,
+    "gptoss": gptoss.FORMAT,
+    "gemma4": gemma4.FORMAT,
 }
 
 REASONING_PARSERS: dict[str, ReasoningFormat] = {
     "qwen3": ReasoningFormat(name="qwen3", start="<think>", end="</think>"),
+    "gptoss": gptoss.REASONING_FORMAT,
+    "gemma4": gemma4.REASONING_FORMAT,
 }
 
 # Template fragment -> parser: what the chat template tells the model to emit.
@@ -28,6 +32,8 @@ _TEMPLATE_HINTS: tuple[tuple[str, str], ...] = (
     ("[TOOL_CALLS]", "mistral"),
     ("functools", "phi4"),
     ("<|python_tag|>", "llama3"),
+    ("<|channel|>", "gptoss"),  # harmony headers
+    ("<|tool_call>call:", "gemma4"),  # what llama.cpp's common/chat.cpp detects Gemma 4 by
 )
 
 
