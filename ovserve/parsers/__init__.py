@@ -6,7 +6,7 @@ it is detected from the chat template (what the template teaches the model to wr
 
 from __future__ import annotations
 
-from ovserve.parsers import hermes, llama3, mistral, phi4
+from ovserve.parsers import deepseek, hermes, llama3, mistral, phi4
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 
 TOOL_PARSERS: dict[str, ToolCallFormat] = {
@@ -16,10 +16,12 @@ TOOL_PARSERS: dict[str, ToolCallFormat] = {
     "llama3": llama3.FORMAT,
     "mistral": mistral.FORMAT,
     "phi4": phi4.FORMAT,
+    "deepseek_v31": deepseek.TOOL_FORMAT,
 }
 
 REASONING_PARSERS: dict[str, ReasoningFormat] = {
     "qwen3": ReasoningFormat(name="qwen3", start="<think>", end="</think>"),
+    "deepseek_r1": deepseek.REASONING_FORMAT,
 }
 
 # Template fragment -> parser: what the chat template tells the model to emit.
