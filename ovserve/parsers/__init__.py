@@ -6,7 +6,7 @@ it is detected from the chat template (what the template teaches the model to wr
 
 from __future__ import annotations
 
-from ovserve.parsers import deepseek, hermes, llama3, mistral, phi4
+from ovserve.parsers import deepseek, hermes, kimi, llama3, mistral, phi4
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 
 TOOL_PARSERS: dict[str, ToolCallFormat] = {
@@ -17,6 +17,7 @@ TOOL_PARSERS: dict[str, ToolCallFormat] = {
     "mistral": mistral.FORMAT,
     "phi4": phi4.FORMAT,
     "deepseek_v31": deepseek.TOOL_FORMAT,
+    "kimi_k2": kimi.FORMAT,
 }
 
 REASONING_PARSERS: dict[str, ReasoningFormat] = {
