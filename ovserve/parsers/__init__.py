@@ -6,7 +6,7 @@ it is detected from the chat template (what the template teaches the model to wr
 
 from __future__ import annotations
 
-from ovserve.parsers import deepseek, hermes, kimi, llama3, mistral, phi4
+from ovserve.parsers import deepseek, hermes, kimi, llama3, mistral, phi4, pythonic
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 
 TOOL_PARSERS: dict[str, ToolCallFormat] = {
@@ -18,6 +18,9 @@ TOOL_PARSERS: dict[str, ToolCallFormat] = {
     "phi4": phi4.FORMAT,
     "deepseek_v31": deepseek.TOOL_FORMAT,
     "kimi_k2": kimi.FORMAT,
+    "pythonic": pythonic.FORMAT,
+    "llama4_pythonic": pythonic.FORMAT,  # vLLM's name for Llama 4's pythonic calls
+    "lfm2": pythonic.FORMAT,  # OVMS's name; LFM2 writes the list between <|tool_call_start|> and <|tool_call_end|>
 }
 
 REASONING_PARSERS: dict[str, ReasoningFormat] = {
