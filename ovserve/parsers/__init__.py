@@ -6,7 +6,7 @@ it is detected from the chat template (what the template teaches the model to wr
 
 from __future__ import annotations
 
-from ovserve.parsers import deepseek, devstral, hermes, kimi, llama3, mistral, phi4, pythonic
+from ovserve.parsers import deepseek, devstral, granite, hermes, kimi, llama3, mistral, phi4, pythonic
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 
 TOOL_PARSERS: dict[str, ToolCallFormat] = {
@@ -22,12 +22,14 @@ TOOL_PARSERS: dict[str, ToolCallFormat] = {
     "llama4_pythonic": pythonic.FORMAT,  # vLLM's name for Llama 4's pythonic calls
     "lfm2": pythonic.FORMAT,  # OVMS's name; LFM2 writes the list between <|tool_call_start|> and <|tool_call_end|>
     "devstral": devstral.FORMAT,
+    "granite": granite.TOOL_FORMAT,
 }
 
 REASONING_PARSERS: dict[str, ReasoningFormat] = {
     "qwen3": ReasoningFormat(name="qwen3", start="<think>", end="</think>"),
     "deepseek_r1": deepseek.REASONING_FORMAT,
     "mistral": mistral.REASONING_FORMAT,
+    "granite": granite.REASONING_FORMAT,
 }
 
 # Template fragment -> parser: what the chat template tells the model to emit.
