@@ -33,11 +33,18 @@ REASONING_PARSERS: dict[str, ReasoningFormat] = {
 }
 
 # Template fragment -> parser: what the chat template tells the model to emit.
+# First match wins: Granite 4's template holds both <tool_call> and <|tool_call|> and writes Hermes
+# calls; v11+ Mistral templates write name[ARGS]{...} after [TOOL_CALLS].
 _TEMPLATE_HINTS: tuple[tuple[str, str], ...] = (
     ("<tool_call>", "hermes3"),
+    ("[ARGS]", "devstral"),
     ("[TOOL_CALLS]", "mistral"),
     ("functools", "phi4"),
     ("<|python_tag|>", "llama3"),
+    ("<｜tool▁calls▁begin｜>", "deepseek_v31"),
+    ("<|tool_calls_section_begin|>", "kimi_k2"),
+    ("<|tool_call_start|>", "lfm2"),
+    ("<|tool_call|>", "granite"),
 )
 
 
