@@ -164,6 +164,17 @@ class ToolCallFormat:
     special_tokens: tuple[str, ...] = ()
     # Formats the marker machine cannot describe: a whole-output parser (module docstring).
     stream_parser: Callable[[ParserContext], OutputParser] | None = None
+    # (start, end) pairs for start markers whose block does not close with ``end`` (None: it runs
+    # to the end of the output): a format with several spellings of its block (Kimi's singular
+    # and plural sections, LFM2's tagged list next to a bare pythonic list).
+    block_ends: tuple[tuple[str, str | None], ...] = ()
+
+    def end_of(self, start: str) -> str | None:
+        """The marker that closes a block opened by ``start``."""
+        for marker, end in self.block_ends:
+            if marker == start:
+                return end
+        return self.end
 
 
 @dataclass
@@ -181,6 +192,7 @@ class ToolCallExtractor:
         self._pending = ""  # content that may be the beginning of a start marker
         self._block: str | None = None  # inside a call block: its text so far (marker included)
         self._marker = ""
+        self._end: str | None = None  # what closes the open block (fmt.end_of its marker)
         self._seen_text = False  # start_of_output_only markers are over once text was emitted
 
     def push(self, text: str) -> Extracted:
@@ -201,7 +213,7 @@ class ToolCallExtractor:
         if self._block is not None:
             block, self._block = self._block + self._pending, None
             self._pending = ""
-            if self._fmt.end is None:
+            if self._end is None:
                 self._decode_into(block, out)
             else:
                 out.content += block  # unterminated: not a call after all
@@ -230,7 +242,7 @@ class ToolCallExtractor:
         if best is not None:
             position, marker = best
             self._emit_content(out, text[:position])
-            self._block, self._marker = marker, marker
+            self._block, self._marker, self._end = marker, marker, self._fmt.end_of(marker)
             self._pending = text[position + len(marker) :]
             return True
         # No marker yet: keep back whatever could still become one.
@@ -260,7 +272,7 @@ class ToolCallExtractor:
 
     def _consume_block(self, out: Extracted) -> bool:
         assert self._block is not None
-        end = self._fmt.end
+        end = self._end
         if end is None:
             self._block += self._pending
             self._pending = ""
@@ -276,8 +288,8 @@ class ToolCallExtractor:
 
     def _decode_into(self, block: str, out: Extracted) -> None:
         payload = block[len(self._marker) :]
-        if self._fmt.end is not None and payload.endswith(self._fmt.end):
-            payload = payload[: -len(self._fmt.end)]
+        if self._end is not None and payload.endswith(self._end):
+            payload = payload[: -len(self._end)]
         if self._marker in self._fmt.marker_in_payload:
             payload = self._marker + payload
         try:

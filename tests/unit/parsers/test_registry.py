@@ -2,7 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from ovserve.parsers import TOOL_PARSERS, UnknownParserError, detect_tool_parser, tool_parser
+from ovserve.parsers import (
+    REASONING_PARSERS,
+    TOOL_PARSERS,
+    UnknownParserError,
+    detect_tool_parser,
+    reasoning_parser,
+    tool_parser,
+)
 
 
 def test_names_resolve() -> None:
@@ -20,3 +27,20 @@ def test_detection_from_templates() -> None:
     assert detect_tool_parser("{{ '[TOOL_CALLS]' }}") is TOOL_PARSERS["mistral"]
     assert detect_tool_parser("{{- '<|python_tag|>' }}") is TOOL_PARSERS["llama3"]
     assert detect_tool_parser("plain template") is None
+
+
+def test_special_format_names_resolve() -> None:
+    for name in ("deepseek_v31", "kimi_k2", "pythonic", "llama4_pythonic", "lfm2", "devstral", "granite"):
+        assert tool_parser(name) is TOOL_PARSERS[name]
+    for name in ("deepseek_r1", "mistral", "granite"):
+        assert reasoning_parser(name) is REASONING_PARSERS[name]
+
+
+def test_detection_of_the_special_formats() -> None:
+    assert detect_tool_parser("{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'}}") is TOOL_PARSERS["deepseek_v31"]
+    assert detect_tool_parser("<|tool_calls_section_begin|>{% for c in calls %}") is TOOL_PARSERS["kimi_k2"]
+    assert detect_tool_parser('"<|tool_call_start|>[" + calls + "]<|tool_call_end|>"') is TOOL_PARSERS["lfm2"]
+    assert detect_tool_parser("{{ '[TOOL_CALLS]' + name + '[ARGS]' + args }}") is TOOL_PARSERS["devstral"]
+    assert detect_tool_parser("{{ '<|tool_call|>' + tool_calls | tojson }}") is TOOL_PARSERS["granite"]
+    # Granite 4 teaches Hermes blocks and also holds <|tool_call|>: Hermes wins.
+    assert detect_tool_parser("<tool_call>\n{...}\n</tool_call> ... <|tool_call|>") is TOOL_PARSERS["hermes3"]
