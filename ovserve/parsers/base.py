@@ -23,9 +23,12 @@ from the text before the parsers see it (``ovserve.core.chat``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
+import secrets
+import string
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -79,6 +82,11 @@ def decode_json(payload: str) -> Any:
         return json.loads(payload)
     except ValueError as exc:
         raise PayloadError(f"not JSON: {exc}") from exc
+
+
+def nine_alphanumerics() -> str:
+    """A tool-call id as Mistral's chat templates demand it (and vLLM and OVMS generate it)."""
+    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(9))
 
 
 def regex_literal(text: str) -> str:
@@ -164,6 +172,11 @@ class ToolCallFormat:
     special_tokens: tuple[str, ...] = ()
     # Formats the marker machine cannot describe: a whole-output parser (module docstring).
     stream_parser: Callable[[ParserContext], OutputParser] | None = None
+    # The ids this family's chat template accepts back in the next turn, when it is picky
+    # (Mistral's templates refuse any tool-call id that is not 9 alphanumerics); None: call_<hex>.
+    call_id: Callable[[], str] | None = None
+    # The payload is JSON: an end marker inside one of its strings does not end the block.
+    json_payload: bool = False
     # (start, end) pairs for start markers whose block does not close with ``end`` (None: it runs
     # to the end of the output): a format with several spellings of its block (Kimi's singular
     # and plural sections, LFM2's tagged list next to a bare pythonic list).
@@ -278,6 +291,9 @@ class ToolCallExtractor:
             self._pending = ""
             return False
         position = self._pending.find(end)
+        while position != -1 and self._fmt.json_payload and _inside_json_string(self._block + self._pending[:position]):
+            # The end marker inside an argument string is text (a JSON string cannot hold the block's end).
+            position = self._pending.find(end, position + 1)
         if position == -1:
             return False  # wait for the end marker (finish() handles a block that never closes)
         block = self._block + self._pending[: position + len(end)]
@@ -299,6 +315,8 @@ class ToolCallExtractor:
             log.warning("%s tool call not parsed, returned as content: %s", self._fmt.name, exc)
             self._emit_content(out, block)
             return
+        if self._fmt.call_id is not None:
+            calls = [dataclasses.replace(call, id=self._fmt.call_id()) for call in calls]
         out.tool_calls.extend(calls)
         self._seen_text = True
 
@@ -375,6 +393,19 @@ class ReasoningSplitter:
             out.content = self._pending
         self._pending = ""
         return out
+
+
+def _inside_json_string(text: str) -> bool:
+    """Whether ``text`` (a block so far) ends inside a JSON string: an odd count of unescaped quotes."""
+    inside = escaped = False
+    for char in text:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = inside
+        elif char == '"':
+            inside = not inside
+    return inside
 
 
 def _suffix_prefix(text: str, marker: str) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ovserve.parsers import mistral
-from ovserve.parsers.base import SchemaRegex, ToolCallFormat, regex_literal
+from ovserve.parsers.base import SchemaRegex, ToolCallFormat, nine_alphanumerics, regex_literal
 
 
 def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
@@ -29,4 +29,5 @@ FORMAT = ToolCallFormat(
     decode=mistral.decode,
     call_regex=call_regex,
     special_tokens=(mistral.MARKER, mistral.ARGS, mistral.CALL_ID),
+    call_id=nine_alphanumerics,
 )

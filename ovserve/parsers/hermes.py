@@ -16,4 +16,5 @@ FORMAT = ToolCallFormat(
     decode=decode,
     json_call_wrap=("<tool_call>\n", "\n</tool_call>"),
     call_regex=json_object_call("<tool_call>\n", "\n</tool_call>"),
+    json_payload=True,
 )

@@ -17,6 +17,7 @@ from ovserve.parsers.base import (
     call_from_object,
     decode_json,
     json_object_call,
+    nine_alphanumerics,
 )
 
 MARKER = "[TOOL_CALLS]"
@@ -49,6 +50,7 @@ FORMAT = ToolCallFormat(
     decode=decode,
     call_regex=json_object_call(f"{MARKER}[", "]"),
     special_tokens=(MARKER, ARGS, CALL_ID),
+    call_id=nine_alphanumerics,
 )
 
 REASONING_FORMAT = ReasoningFormat(name="mistral", start=THINK, end=THINK_END, special_tokens=(THINK, THINK_END))
