@@ -6,13 +6,17 @@ it is detected from the chat template (what the template teaches the model to wr
 
 from __future__ import annotations
 
-from ovserve.parsers import hermes, llama3, mistral, phi4
+from ovserve.parsers import glm4, hermes, llama3, minicpm, mistral, phi4, qwen3coder
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 
 TOOL_PARSERS: dict[str, ToolCallFormat] = {
     "hermes3": hermes.FORMAT,
     "qwen3": hermes.FORMAT,  # Qwen 2.5 / 3 use the Hermes format
-    "qwen3coder": hermes.FORMAT,
+    "qwen3coder": qwen3coder.FORMAT,  # also Qwen3.5 / Qwen3.6 and MiniCPM-V 4.6
+    "glm4": glm4.FORMAT,
+    "glm45": glm4.FORMAT,  # GLM-4.5 / 4.6 (vLLM's and SGLang's name)
+    "glm47": glm4.FORMAT_47,  # GLM-4.7: the same without newlines between the tags
+    "minicpm": minicpm.FORMAT,  # MiniCPM3 / MiniCPM4
     "llama3": llama3.FORMAT,
     "mistral": mistral.FORMAT,
     "phi4": phi4.FORMAT,
@@ -20,10 +24,17 @@ TOOL_PARSERS: dict[str, ToolCallFormat] = {
 
 REASONING_PARSERS: dict[str, ReasoningFormat] = {
     "qwen3": ReasoningFormat(name="qwen3", start="<think>", end="</think>"),
+    # MiniCPM3 / MiniCPM4's thought before a call (MiniCPM4.1's hybrid reasoning is qwen3's <think>).
+    "minicpm": ReasoningFormat(name="minicpm", start="<|thought_start|>", end="<|thought_end|>"),
 }
 
-# Template fragment -> parser: what the chat template tells the model to emit.
+# Template fragment -> parser: what the chat template tells the model to emit. The first match
+# wins: XML-style templates also contain "<tool_call>", so they come before Hermes.
 _TEMPLATE_HINTS: tuple[tuple[str, str], ...] = (
+    ("<function=", "qwen3coder"),
+    ("</arg_key><arg_value>", "glm47"),
+    ("<arg_key>", "glm45"),
+    ("<|tool_call_start|>", "minicpm"),
     ("<tool_call>", "hermes3"),
     ("[TOOL_CALLS]", "mistral"),
     ("functools", "phi4"),
