@@ -6,7 +6,7 @@ from ovserve.parsers import TOOL_PARSERS, UnknownParserError, detect_tool_parser
 
 
 def test_names_resolve() -> None:
-    for name in ("hermes3", "qwen3", "llama3", "mistral", "phi4"):
+    for name in ("hermes3", "qwen3", "llama3", "mistral", "phi4", "qwen3coder", "glm4", "glm45", "glm47", "minicpm"):
         assert tool_parser(name) is TOOL_PARSERS[name]
 
 
@@ -20,3 +20,15 @@ def test_detection_from_templates() -> None:
     assert detect_tool_parser("{{ '[TOOL_CALLS]' }}") is TOOL_PARSERS["mistral"]
     assert detect_tool_parser("{{- '<|python_tag|>' }}") is TOOL_PARSERS["llama3"]
     assert detect_tool_parser("plain template") is None
+
+
+def test_xml_templates_are_detected_before_hermes() -> None:
+    # Each also contains "<tool_call>", the Hermes hint.
+    qwen3_coder = "{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}"
+    glm45 = "{{ '\\n<tool_call>' + tc.name }}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>"
+    glm47 = "{{- '<tool_call>' ~ tc.name -}}<arg_key>{{ k }}</arg_key><arg_value>{{ v }}</arg_value></tool_call>"
+    minicpm = "{{- '<|tool_call_start|>\\n```python\\n' }}"
+    assert detect_tool_parser(qwen3_coder) is TOOL_PARSERS["qwen3coder"]
+    assert detect_tool_parser(glm45) is TOOL_PARSERS["glm45"]
+    assert detect_tool_parser(glm47) is TOOL_PARSERS["glm47"]
+    assert detect_tool_parser(minicpm) is TOOL_PARSERS["minicpm"]
