@@ -25,13 +25,18 @@ TOOL_PARSERS: dict[str, ToolCallFormat] = {
 REASONING_PARSERS: dict[str, ReasoningFormat] = {
     "qwen3": ReasoningFormat(name="qwen3", start="<think>", end="</think>"),
     # MiniCPM3 / MiniCPM4's thought before a call (MiniCPM4.1's hybrid reasoning is qwen3's <think>).
-    "minicpm": ReasoningFormat(name="minicpm", start="<|thought_start|>", end="<|thought_end|>"),
+    "minicpm": ReasoningFormat(
+        name="minicpm",
+        start="<|thought_start|>",
+        end="<|thought_end|>",
+        special_tokens=("<|thought_start|>", "<|thought_end|>"),
+    ),
 }
 
 # Template fragment -> parser: what the chat template tells the model to emit. The first match
 # wins: XML-style templates also contain "<tool_call>", so they come before Hermes.
 _TEMPLATE_HINTS: tuple[tuple[str, str], ...] = (
-    ("<function=", "qwen3coder"),
+    ("<parameter=", "qwen3coder"),
     ("</arg_key><arg_value>", "glm47"),
     ("<arg_key>", "glm45"),
     ("<|tool_call_start|>", "minicpm"),

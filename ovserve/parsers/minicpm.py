@@ -118,7 +118,7 @@ def _arguments(text: str) -> dict[str, Any]:
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     code = payload
     if code.startswith(FENCE):
-        code = code[len(FENCE) :].removeprefix("python")
+        code = code.partition("\n")[2]  # the fence line names the language (python)
         code = code.rstrip().removesuffix(FENCE)
     calls = []
     for line in code.splitlines():

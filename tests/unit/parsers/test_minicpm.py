@@ -85,6 +85,11 @@ def test_dotted_and_dashed_names() -> None:
     )
 
 
+def test_fence_language_is_not_part_of_the_calls() -> None:
+    text = '<|tool_call_start|>\n```py\nget_weather(city="Paris")\n```\n<|tool_call_end|>'
+    assert_parses(text, calls=[("get_weather", {"city": "Paris"})], tool_format=FMT)
+
+
 def test_block_without_fence() -> None:
     text = '<|tool_call_start|>\nget_weather(city="Paris")\n<|tool_call_end|>'
     assert_parses(text, calls=[("get_weather", {"city": "Paris"})], tool_format=FMT)

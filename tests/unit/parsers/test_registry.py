@@ -24,7 +24,7 @@ def test_detection_from_templates() -> None:
 
 def test_xml_templates_are_detected_before_hermes() -> None:
     # Each also contains "<tool_call>", the Hermes hint.
-    qwen3_coder = "{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}"
+    qwen3_coder = "{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}{{- '<parameter=' + args_name }}"
     glm45 = "{{ '\\n<tool_call>' + tc.name }}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>"
     glm47 = "{{- '<tool_call>' ~ tc.name -}}<arg_key>{{ k }}</arg_key><arg_value>{{ v }}</arg_value></tool_call>"
     minicpm = "{{- '<|tool_call_start|>\\n```python\\n' }}"
