@@ -6,7 +6,7 @@ it is detected from the chat template (what the template teaches the model to wr
 
 from __future__ import annotations
 
-from ovserve.parsers import glm4, hermes, llama3, minicpm, mistral, phi4, qwen3coder
+from ovserve.parsers import glm4, hermes, llama3, minicpm, minicpm5, mistral, phi4, qwen3coder
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 
 TOOL_PARSERS: dict[str, ToolCallFormat] = {
@@ -17,13 +17,16 @@ TOOL_PARSERS: dict[str, ToolCallFormat] = {
     "glm45": glm4.FORMAT,  # GLM-4.5 / 4.6 (vLLM's and SGLang's name)
     "glm47": glm4.FORMAT_47,  # GLM-4.7: the same without newlines between the tags
     "minicpm": minicpm.FORMAT,  # MiniCPM3 / MiniCPM4
+    "minicpm5": minicpm5.FORMAT,  # MiniCPM5 (OVMS's, vLLM's and SGLang's name)
     "llama3": llama3.FORMAT,
     "mistral": mistral.FORMAT,
     "phi4": phi4.FORMAT,
 }
 
+_THINK = ReasoningFormat(name="qwen3", start="<think>", end="</think>")
 REASONING_PARSERS: dict[str, ReasoningFormat] = {
-    "qwen3": ReasoningFormat(name="qwen3", start="<think>", end="</think>"),
+    "qwen3": _THINK,
+    "minicpm5": _THINK,  # OVMS's name for MiniCPM5's <think> (its parser reads the same tokens)
     # MiniCPM3 / MiniCPM4's thought before a call (MiniCPM4.1's hybrid reasoning is qwen3's <think>).
     "minicpm": ReasoningFormat(
         name="minicpm",
@@ -40,6 +43,7 @@ _TEMPLATE_HINTS: tuple[tuple[str, str], ...] = (
     ("</arg_key><arg_value>", "glm47"),
     ("<arg_key>", "glm45"),
     ("<|tool_call_start|>", "minicpm"),
+    ("<param name=", "minicpm5"),
     ("<tool_call>", "hermes3"),
     ("[TOOL_CALLS]", "mistral"),
     ("functools", "phi4"),

@@ -6,7 +6,19 @@ from ovserve.parsers import TOOL_PARSERS, UnknownParserError, detect_tool_parser
 
 
 def test_names_resolve() -> None:
-    for name in ("hermes3", "qwen3", "llama3", "mistral", "phi4", "qwen3coder", "glm4", "glm45", "glm47", "minicpm"):
+    for name in (
+        "hermes3",
+        "qwen3",
+        "llama3",
+        "mistral",
+        "phi4",
+        "qwen3coder",
+        "glm4",
+        "glm45",
+        "glm47",
+        "minicpm",
+        "minicpm5",
+    ):
         assert tool_parser(name) is TOOL_PARSERS[name]
 
 
@@ -32,3 +44,5 @@ def test_xml_templates_are_detected_before_hermes() -> None:
     assert detect_tool_parser(glm45) is TOOL_PARSERS["glm45"]
     assert detect_tool_parser(glm47) is TOOL_PARSERS["glm47"]
     assert detect_tool_parser(minicpm) is TOOL_PARSERS["minicpm"]
+    minicpm5 = "{{- '<function name=\"' ~ tool_call.name ~ '\">' }}{{- '<param name=\"' ~ param_name ~ '\">' }}"
+    assert detect_tool_parser(minicpm5) is TOOL_PARSERS["minicpm5"]

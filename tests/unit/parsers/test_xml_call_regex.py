@@ -31,7 +31,7 @@ WRITE_FILE = {
 }
 EXPECTED = {
     "path": "src/main.py",
-    "content": 'def main():\n    print("héllo")\n',
+    "content": 'def main():\n    print("héllo")',
     "line": 12,
     "tags": ["py", "日本"],
     "options": {"backup": True},
@@ -41,7 +41,7 @@ FORCED_CALLS = {
     "qwen3coder": (
         "<tool_call>\n<function=write_file>\n"
         "<parameter=path>\nsrc/main.py\n</parameter>\n"
-        '<parameter=content>\ndef main():\n    print("héllo")\n\n</parameter>\n'
+        '<parameter=content>\ndef main():\n    print("héllo")\n</parameter>\n'
         "<parameter=line>\n12\n</parameter>\n"
         '<parameter=tags>\n["py","日本"]\n</parameter>\n'
         '<parameter=options>\n{"backup":true}\n</parameter>\n'
@@ -50,7 +50,7 @@ FORCED_CALLS = {
     "glm45": (
         "<tool_call>write_file\n"
         "<arg_key>path</arg_key>\n<arg_value>src/main.py</arg_value>\n"
-        '<arg_key>content</arg_key>\n<arg_value>def main():\n    print("héllo")\n</arg_value>\n'
+        '<arg_key>content</arg_key>\n<arg_value>def main():\n    print("héllo")</arg_value>\n'
         "<arg_key>line</arg_key>\n<arg_value>12</arg_value>\n"
         '<arg_key>tags</arg_key>\n<arg_value>["py","日本"]</arg_value>\n'
         '<arg_key>options</arg_key>\n<arg_value>{"backup":true}</arg_value>\n'
@@ -59,15 +59,24 @@ FORCED_CALLS = {
     "glm47": (
         "<tool_call>write_file"
         "<arg_key>path</arg_key><arg_value>src/main.py</arg_value>"
-        '<arg_key>content</arg_key><arg_value>def main():\n    print("héllo")\n</arg_value>'
+        '<arg_key>content</arg_key><arg_value>def main():\n    print("héllo")</arg_value>'
         "<arg_key>line</arg_key><arg_value>12</arg_value>"
         '<arg_key>tags</arg_key><arg_value>["py","日本"]</arg_value>'
         '<arg_key>options</arg_key><arg_value>{"backup":true}</arg_value>'
         "</tool_call>"
     ),
+    "minicpm5": (
+        '<function name="write_file">'
+        '<param name="path">src/main.py</param>'
+        '<param name="content">def main():\n    print("héllo")</param>'
+        '<param name="line">12</param>'
+        '<param name="tags">["py","日本"]</param>'
+        '<param name="options">{"backup":true}</param>'
+        "</function>"
+    ),
     "minicpm": (
         "<|tool_call_start|>\n```python\n"
-        'write_file(path="src/main.py",content="def main():\\n    print(\\"héllo\\")\\n",'
+        'write_file(path="src/main.py",content="def main():\\n    print(\\"héllo\\")",'
         'line=12,tags=["py","日本"],options={"backup":true})'
         "\n```\n<|tool_call_end|>"
     ),
@@ -104,6 +113,7 @@ def test_required_arguments_are_mandatory_and_values_typed(name: str) -> None:
         "glm45": "<arg_key>path</arg_key>\n<arg_value>src/main.py</arg_value>\n",
         "glm47": "<arg_key>path</arg_key><arg_value>src/main.py</arg_value>",
         "minicpm": 'path="src/main.py",',
+        "minicpm5": '<param name="path">src/main.py</param>',
     }[name]
     assert path_argument in text
     assert not pattern.fullmatch(text.replace(path_argument, ""))
@@ -124,6 +134,7 @@ def test_forced_call_with_only_the_required_arguments(name: str) -> None:
         "glm45": "<tool_call>f\n<arg_key>mode</arg_key>\n<arg_value>b</arg_value>\n</tool_call>",
         "glm47": "<tool_call>f<arg_key>mode</arg_key><arg_value>b</arg_value></tool_call>",
         "minicpm": '<|tool_call_start|>\n```python\nf(mode="b")\n```\n<|tool_call_end|>',
+        "minicpm5": '<function name="f"><param name="mode">b</param></function>',
     }
     assert regex(fmt, "f", parameters).fullmatch(texts[name])
     assert parsed(fmt, texts[name], {"f": parameters}) == [("f", {"mode": "b"})]
@@ -137,6 +148,7 @@ def test_tool_without_parameters(name: str) -> None:
         "glm45": "<tool_call>ping\n</tool_call>",
         "glm47": "<tool_call>ping</tool_call>",
         "minicpm": "<|tool_call_start|>\n```python\nping()\n```\n<|tool_call_end|>",
+        "minicpm5": '<function name="ping"></function>',
     }
     assert regex(fmt, "ping", {"type": "object", "properties": {}}).fullmatch(texts[name])
     assert parsed(fmt, texts[name], {"ping": {}}) == [("ping", {})]
