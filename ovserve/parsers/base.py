@@ -319,6 +319,10 @@ class ToolCallFormat:
     special_tokens: tuple[str, ...] = ()
     # Formats the marker machine cannot describe: a whole-output parser (module docstring).
     stream_parser: Callable[[ParserContext], OutputParser] | None = None
+    # Formats whose argument values are free text (XML-style): given the payload before an ``end``,
+    # whether it stops inside a value. Then that ``end`` is the value's text (code that mentions
+    # ``</tool_call>``) and the block reads on to the next one.
+    open_payload: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -424,6 +428,9 @@ class ToolCallExtractor:
         if position == -1:
             return False  # wait for the end marker (finish() handles a block that never closes)
         block = self._block + self._pending[: position + len(end)]
+        if self._fmt.open_payload is not None and self._fmt.open_payload(block[len(self._marker) : -len(end)]):
+            self._block, self._pending = block, self._pending[position + len(end) :]
+            return True
         self._pending = self._pending[position + len(end) :]
         self._block = None
         self._decode_into(block, out)

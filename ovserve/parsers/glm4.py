@@ -22,8 +22,9 @@ schema (:func:`~ovserve.parsers.base.typed_value`). An ``</arg_value>`` closes t
 the next ``<arg_key>`` or the end of the call follows, so a value may contain that text. Between
 the tags whitespace and a literal ``\\n`` (vLLM's GLM-4.7 parser tolerates it) are skipped.
 
-Limit: the block ends at the first ``</tool_call>``; a value containing that text literally cuts
-the call short and the block comes back as content.
+A ``</tool_call>`` met while a value is open (the last ``<arg_value>`` not yet closed) is text
+of the value. Limit: a value that contains ``</arg_value>`` and then ``</tool_call>`` still cuts
+the call short (the block comes back as content).
 """
 
 from __future__ import annotations
@@ -100,6 +101,11 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     return [ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))]
 
 
+def open_payload(payload: str) -> bool:
+    """Whether the payload stops inside a value (the end marker is the value's text)."""
+    return payload.rfind(VALUE) > payload.rfind(VALUE_END)
+
+
 def _call_regex(separator: str) -> CallRegex:
     """The call as the template writes it, ``separator`` after the name and after each tag: the
     declared arguments in schema order, the required ones mandatory (string values cannot contain
@@ -119,8 +125,20 @@ def _call_regex(separator: str) -> CallRegex:
 
 _SPECIAL = (START, END, KEY, KEY_END, VALUE, VALUE_END)
 FORMAT = ToolCallFormat(
-    name="glm45", starts=(START,), end=END, decode=decode, call_regex=_call_regex("\n"), special_tokens=_SPECIAL
+    name="glm45",
+    starts=(START,),
+    end=END,
+    decode=decode,
+    call_regex=_call_regex("\n"),
+    special_tokens=_SPECIAL,
+    open_payload=open_payload,
 )
 FORMAT_47 = ToolCallFormat(
-    name="glm47", starts=(START,), end=END, decode=decode, call_regex=_call_regex(""), special_tokens=_SPECIAL
+    name="glm47",
+    starts=(START,),
+    end=END,
+    decode=decode,
+    call_regex=_call_regex(""),
+    special_tokens=_SPECIAL,
+    open_payload=open_payload,
 )

@@ -21,8 +21,8 @@ are Python keywords (``from=``) are accepted. Positional arguments, variables, e
 line that is not one call make the block content.
 
 Other MiniCPM releases write other formats: MiniCPM5 (and MiniCPM4's later template, per SGLang's
-``minicpm4_xml_detector.py``) ``<function name=...><param name=...>`` — not this parser;
-MiniCPM-V 4.5 is built on Qwen3 (``hermes3``); MiniCPM-V 4.6 on Qwen3.5 (``qwen3coder``).
+``minicpm4_xml_detector.py``) ``<function name=...><param name=...>`` (``minicpm5``); MiniCPM-V
+4.5 is built on Qwen3 (``hermes3``), MiniCPM-V 4.6 on Qwen3.5 (``qwen3coder``).
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ only where the next ``<param`` or the end of the function follows. XML entities 
 (OVMS does not either; a model writing code writes ``&`` and ``<`` as they are). Names may be
 quoted with ``"`` or ``'``.
 
-Limit: the call ends at the first ``</function>``; a value containing that text literally cuts
-the call short and the element comes back as content.
+A ``</function>`` met while a value is open (the last ``<param`` not yet closed) is text of the
+value. Limit: a value that contains ``</param>`` and then ``</function>`` still cuts the call short
+(the element comes back as content).
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     return [ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))]
 
 
+def open_payload(payload: str) -> bool:
+    """Whether the payload stops inside a value (the end marker is the value's text)."""
+    return payload.rfind(PARAMETER) > payload.rfind(PARAMETER_END)
+
+
 def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
     """One call, compact: the declared parameters in schema order, the required ones mandatory
     (string values cannot contain ``<`` and lose surrounding whitespace: see ``text_value_regex``)."""
@@ -100,4 +106,6 @@ def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
     return "".join(parts)
 
 
-FORMAT = ToolCallFormat(name="minicpm5", starts=(START,), end=END, decode=decode, call_regex=call_regex)
+FORMAT = ToolCallFormat(
+    name="minicpm5", starts=(START,), end=END, decode=decode, call_regex=call_regex, open_payload=open_payload
+)

@@ -19,11 +19,14 @@ A value is the text between ``<parameter=ARG>`` and ``</parameter>`` without the
 template writes on each side, typed by the tool's schema (:func:`~ovserve.parsers.base.typed_value`).
 A ``</parameter>`` closes the value only where another ``<parameter=`` or the end of the function
 follows, so a value may contain that text; a value whose ``</parameter>`` is missing runs to the
-next ``<parameter=`` on a new line or to ``</function>`` (vLLM reads it so too).
+next ``<parameter=`` on a new line (vLLM reads it so too; the last value must be closed).
 
-Limits: the block ends at the first ``</tool_call>``, so a value containing that text literally
-cuts the call short and the whole block comes back as content. A bare ``<function=...>`` without
-``<tool_call>`` (OVMS tolerates it) is not a call here.
+A ``</tool_call>`` met while a value is open (the last ``<parameter=`` not closed, no
+``</function>`` before it) is text of the value, as vLLM's structural reading has it: code that
+mentions the markers stays one call. Limits: a value that contains ``</parameter>`` or
+``</function>`` and then ``</tool_call>`` is still cut short, and the block comes back as content;
+a bare ``<function=...>`` without ``<tool_call>`` (OVMS
+tolerates it) is not a call here.
 """
 
 from __future__ import annotations
@@ -59,17 +62,27 @@ def _name(text: str, what: str) -> str:
 
 
 def _value_end(body: str, start: int) -> tuple[int, int]:
-    """(end of the value starting at ``start``, where the next parameter may start)."""
-    search = start
-    while (found := body.find(PARAMETER_END, search)) != -1:
-        after = body[found + len(PARAMETER_END) :].lstrip()
+    """(end of the value starting at ``start``, where the next parameter may start). A
+    ``<parameter=`` on a new line inside the value opens a nested pair whose ``</parameter>``
+    is not the value's (vLLM counts them so too)."""
+    depth, search = 0, start
+    while (close := body.find(PARAMETER_END, search)) != -1:
+        opening = body.find("\n" + PARAMETER, search)
+        if opening != -1 and opening < close:
+            depth, search = depth + 1, opening + 1 + len(PARAMETER)
+            continue
+        search = close + len(PARAMETER_END)
+        if depth:
+            depth -= 1
+            continue
+        after = body[search:].lstrip()
         if not after or after.startswith(PARAMETER):
-            return found, found + len(PARAMETER_END)
-        search = found + 1
+            return close, search
     implicit = body.find("\n" + PARAMETER, start)
-    if implicit != -1:
-        return implicit + 1, implicit + 1
-    return len(body), len(body)
+    if implicit == -1:
+        # Reading to </function> (as vLLM does) would turn a value cut short into a wrong call.
+        raise PayloadError(f"missing {PARAMETER_END}")
+    return implicit + 1, implicit + 1
 
 
 def _parameters(body: str) -> Iterator[tuple[str, str]]:
@@ -108,6 +121,14 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     return [ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))]
 
 
+def open_payload(payload: str) -> bool:
+    """Whether the payload stops inside a parameter value (the end marker is the value's text):
+    the last ``<parameter=`` is not closed and no ``</function>`` closed the call."""
+    text = payload.strip()
+    unclosed = text.rfind(PARAMETER) > text.rfind(PARAMETER_END)
+    return text.startswith(FUNCTION) and unclosed and not text.endswith(FUNCTION_END)
+
+
 def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
     """One call as the template writes it: the declared parameters in schema order, the required
     ones mandatory (string values cannot contain ``<``: see ``text_value_regex``)."""
@@ -127,4 +148,5 @@ FORMAT = ToolCallFormat(
     decode=decode,
     call_regex=call_regex,
     special_tokens=(START, END),
+    open_payload=open_payload,
 )

@@ -120,6 +120,13 @@ def test_string_values_keep_their_whitespace_and_markup() -> None:
     assert_parses(text, calls=[("search", {"query": value})], tool_format=GLM47, tools=TOOLS)
 
 
+@LAYOUTS
+def test_end_marker_inside_a_value_is_its_text(fmt: ToolCallFormat, write: Callable[..., str]) -> None:
+    value = 'end = "</tool_call>"'
+    text = write("search", query=value) + write("ping")
+    assert_parses(text, calls=[("search", {"query": value}), ("ping", {})], tool_format=fmt, tools=TOOLS)
+
+
 def test_either_format_reads_either_layout() -> None:
     assert_parses(
         glm47("get_weather", city="Paris", days="1"),

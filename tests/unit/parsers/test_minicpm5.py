@@ -58,6 +58,12 @@ def test_cdata_keeps_multiline_text() -> None:
     assert_parses(text, calls=[("get_weather", {"city": "  北\n京 </param> "})], tool_format=FMT, tools=TOOLS)
 
 
+def test_end_marker_inside_a_value_is_its_text() -> None:
+    value = "function f() {} </function> in a doc"
+    text = call("get_weather", city=value) + call("ping")
+    assert_parses(text, calls=[("get_weather", {"city": value}), ("ping", {})], tool_format=FMT, tools=TOOLS)
+
+
 def test_nested_json_arrays_unicode_and_escaped_quotes() -> None:
     text = call("search", filters='{"q": "say \\"hi\\"", "near": {"lat": 1.5}}', tags="['日本', None]")
     expected = {"filters": {"q": 'say "hi"', "near": {"lat": 1.5}}, "tags": ["日本", None]}

@@ -181,11 +181,15 @@ def test_reasoning_opened_by_the_prompt_then_call() -> None:
 def test_truncated_output_is_content() -> None:
     text = "Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nPar"
     assert_parses(text, content=text, tool_format=FMT, tools=TOOLS)
+    # Cut inside a value that mentions the end marker: still open, still content.
+    text = "<tool_call>\n<function=write_file>\n<parameter=content>\nend = </tool_call> and"
+    assert_parses(text, content=text, tool_format=FMT, tools=TOOLS)
 
 
 def test_missing_closing_parameter_tag_is_read_up_to_the_next_parameter() -> None:
     text = (
-        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n<parameter=days>\n2\n</function>\n</tool_call>"
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+        "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>"
     )
     assert_parses(
         text,
@@ -202,15 +206,52 @@ def test_malformed_calls_are_content() -> None:
         "<tool_call>\n<function=get_weather>\ncity: Paris\n</function>\n</tool_call>",  # not a parameter
         '<tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call>',  # Hermes JSON
         "<tool_call>\n<function=get_weather\n</function>\n</tool_call>",  # unterminated tag
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>",  # last value open
     ]
     for text in malformed:
         assert_parses("Hi " + text, content="Hi " + text, tool_format=FMT, tools=TOOLS)
 
 
-def test_closing_tool_call_text_inside_a_value_cuts_the_call_into_content() -> None:
-    # The block ends at the first </tool_call> (documented limit): no wrong call, the text survives.
-    text = call("write_file", path="a.md", content="use </tool_call> to close")
-    assert_parses(text, content=text, tool_format=FMT, tools=TOOLS)
+def test_markers_inside_a_value_are_its_text() -> None:
+    content = 'parser = Extractor(start="<tool_call>", end="</tool_call>")\n'
+    text = call("write_file", path="docs/tools.md", content=content) + "\nWritten."
+    assert_parses(
+        text,
+        content="\nWritten.",
+        calls=[("write_file", {"path": "docs/tools.md", "content": content})],
+        tool_format=FMT,
+        tools=TOOLS,
+    )
+
+
+def test_a_value_documenting_the_format_keeps_its_nested_tags() -> None:
+    content = "Write it so:\n<parameter=city>\nParis\n</parameter>\nand close the call."
+    text = call("write_file", path="docs/tools.md", content=content)
+    assert_parses(
+        text,
+        calls=[("write_file", {"path": "docs/tools.md", "content": content})],
+        tool_format=FMT,
+        tools=TOOLS,
+    )
+
+
+def test_closing_tags_then_end_marker_inside_a_value_make_the_block_content() -> None:
+    # Documented limit: after a literal </parameter> the value looks closed; no wrong call, the text survives.
+    for value in ("</parameter> then </tool_call>", "<function=f>\n</function>\n</tool_call> closes it"):
+        text = call("write_file", path="a.md", content=value)
+        assert_parses(text, content=text, tool_format=FMT, tools=TOOLS)
+
+
+def test_missing_closing_function_tag_does_not_swallow_the_next_call() -> None:
+    broken = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</tool_call>"
+    text = broken + "\n" + call("get_weather", city="Rome")
+    assert_parses(
+        text,
+        content=broken + "\n",
+        calls=[("get_weather", {"city": "Rome"})],
+        tool_format=FMT,
+        tools=TOOLS,
+    )
 
 
 def test_plain_text_with_angle_brackets_passes_through() -> None:
