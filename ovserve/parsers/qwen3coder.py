@@ -18,15 +18,15 @@ and OVMS ``src/llm/io_processing/qwen3coder/qwen3coder_tool_parser.cpp``.
 A value is the text between ``<parameter=ARG>`` and ``</parameter>`` without the one newline the
 template writes on each side, typed by the tool's schema (:func:`~ovserve.parsers.base.typed_value`).
 A ``</parameter>`` closes the value only where another ``<parameter=`` or the end of the function
-follows, so a value may contain that text; a value whose ``</parameter>`` is missing runs to the
-next ``<parameter=`` on a new line (vLLM reads it so too; the last value must be closed).
+follows, and a ``<parameter=`` on a new line inside a value opens a nested pair, so a value may
+contain the markup (code or docs about this format); a value whose ``</parameter>`` is missing
+runs to the next ``<parameter=`` on a new line (vLLM reads it so too; the last value must be
+closed). A ``</tool_call>`` met while a value is open (the last ``<parameter=`` not closed, no
+``</function>`` before it) is text of the value, as in vLLM's structural reading.
 
-A ``</tool_call>`` met while a value is open (the last ``<parameter=`` not closed, no
-``</function>`` before it) is text of the value, as vLLM's structural reading has it: code that
-mentions the markers stays one call. Limits: a value that contains ``</parameter>`` or
-``</function>`` and then ``</tool_call>`` is still cut short, and the block comes back as content;
-a bare ``<function=...>`` without ``<tool_call>`` (OVMS
-tolerates it) is not a call here.
+Limits: a value that contains ``</parameter>`` or ``</function>`` and then ``</tool_call>`` is
+cut short there, and the block comes back as content; a bare ``<function=...>`` without
+``<tool_call>`` (OVMS tolerates it) is not a call here.
 """
 
 from __future__ import annotations
