@@ -13,7 +13,19 @@ from ovserve.parsers import (
 
 
 def test_names_resolve() -> None:
-    for name in ("hermes3", "qwen3", "llama3", "mistral", "phi4"):
+    for name in (
+        "hermes3",
+        "qwen3",
+        "llama3",
+        "mistral",
+        "phi4",
+        "qwen3coder",
+        "glm4",
+        "glm45",
+        "glm47",
+        "minicpm",
+        "minicpm5",
+    ):
         assert tool_parser(name) is TOOL_PARSERS[name]
 
 
@@ -44,3 +56,17 @@ def test_detection_of_the_special_formats() -> None:
     assert detect_tool_parser("{{ '<|tool_call|>' + tool_calls | tojson }}") is TOOL_PARSERS["granite"]
     # Granite 4 teaches Hermes blocks and also holds <|tool_call|>: Hermes wins.
     assert detect_tool_parser("<tool_call>\n{...}\n</tool_call> ... <|tool_call|>") is TOOL_PARSERS["hermes3"]
+
+
+def test_xml_templates_are_detected_before_hermes() -> None:
+    # Each also contains "<tool_call>", the Hermes hint.
+    qwen3_coder = "{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}{{- '<parameter=' + args_name }}"
+    glm45 = "{{ '\\n<tool_call>' + tc.name }}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>"
+    glm47 = "{{- '<tool_call>' ~ tc.name -}}<arg_key>{{ k }}</arg_key><arg_value>{{ v }}</arg_value></tool_call>"
+    minicpm = "{{- '<|tool_call_start|>\\n```python\\n' }}"
+    assert detect_tool_parser(qwen3_coder) is TOOL_PARSERS["qwen3coder"]
+    assert detect_tool_parser(glm45) is TOOL_PARSERS["glm45"]
+    assert detect_tool_parser(glm47) is TOOL_PARSERS["glm47"]
+    assert detect_tool_parser(minicpm) is TOOL_PARSERS["minicpm"]
+    minicpm5 = "{{- '<function name=\"' ~ tool_call.name ~ '\">' }}{{- '<param name=\"' ~ param_name ~ '\">' }}"
+    assert detect_tool_parser(minicpm5) is TOOL_PARSERS["minicpm5"]
