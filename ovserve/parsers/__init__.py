@@ -1,13 +1,20 @@
 """Tool-call and reasoning parsers, one registry keyed by the names graphs use.
 
-``tool_parser`` / ``reasoning_parser`` in a graph pick the format; when ``tool_parser`` is unset
-it is detected from the chat template (what the template teaches the model to write).
+``tool_parser`` / ``reasoning_parser`` (a graph's options, ``ovserve serve``'s flags) pick the
+format by name; ``none`` turns that parsing off; unset, the parser is detected from the model's
+chat template and special tokens (:mod:`ovserve.parsers.detect`). :func:`choose_parsers` is that
+precedence, in one place, with the reason for each choice (the server logs it at load).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
 from ovserve.parsers import hermes, llama3, mistral, phi4
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.parsers.detect import Detection, detect_reasoning_parser, detect_tool_parser
 
 TOOL_PARSERS: dict[str, ToolCallFormat] = {
     "hermes3": hermes.FORMAT,
@@ -22,13 +29,8 @@ REASONING_PARSERS: dict[str, ReasoningFormat] = {
     "qwen3": ReasoningFormat(name="qwen3", start="<think>", end="</think>"),
 }
 
-# Template fragment -> parser: what the chat template tells the model to emit.
-_TEMPLATE_HINTS: tuple[tuple[str, str], ...] = (
-    ("<tool_call>", "hermes3"),
-    ("[TOOL_CALLS]", "mistral"),
-    ("functools", "phi4"),
-    ("<|python_tag|>", "llama3"),
-)
+# The tool_parser / reasoning_parser value that turns the parsing off (no detection either).
+PARSER_OFF: Final = "none"
 
 
 class UnknownParserError(ValueError):
@@ -50,8 +52,94 @@ def reasoning_parser(name: str) -> ReasoningFormat:
         raise UnknownParserError(f"unknown reasoning_parser '{name}' (known: {known})") from None
 
 
-def detect_tool_parser(chat_template: str | None) -> ToolCallFormat | None:
-    for fragment, name in _TEMPLATE_HINTS:
-        if chat_template and fragment in chat_template:
-            return TOOL_PARSERS[name]
-    return None
+@dataclass(frozen=True)
+class ParserChoice:
+    """One parser chosen for a model: its registry name (None: no parsing) and why."""
+
+    name: str | None
+    reason: str
+
+    def describe(self, kind: str) -> str:
+        return f"{kind} parser {self.name} ({self.reason})" if self.name else f"no {kind} parser ({self.reason})"
+
+
+@dataclass(frozen=True)
+class ModelParsers:
+    """The parsers a model's output goes through, with the reasons they were chosen."""
+
+    tool: ParserChoice
+    reasoning: ParserChoice
+
+    @property
+    def tool_format(self) -> ToolCallFormat | None:
+        return TOOL_PARSERS[self.tool.name] if self.tool.name else None
+
+    @property
+    def reasoning_format(self) -> ReasoningFormat | None:
+        return REASONING_PARSERS[self.reasoning.name] if self.reasoning.name else None
+
+    def describe(self) -> str:
+        return f"{self.tool.describe('tool')}; {self.reasoning.describe('reasoning')}"
+
+
+_Format = TypeVar("_Format", ToolCallFormat, ReasoningFormat)
+
+
+def _choose(
+    setting: str | None, setting_name: str, detection: Detection, registry: Mapping[str, _Format]
+) -> ParserChoice:
+    if setting == PARSER_OFF:
+        return ParserChoice(None, f"{setting_name}: {PARSER_OFF}")
+    if setting is not None:
+        if setting not in registry:
+            known = ", ".join([*sorted(registry), PARSER_OFF])
+            raise UnknownParserError(f"unknown {setting_name} '{setting}' (known: {known})")
+        return ParserChoice(setting, f"{setting_name} setting")
+    if detection.name is None:
+        return ParserChoice(None, f"none detected: {detection.reason}")
+    if detection.name not in registry:
+        # Only while a detected family's parser is not written yet: say so rather than fail a load.
+        return ParserChoice(None, f"detected '{detection.name}' ({detection.reason}), which is not a registered parser")
+    return ParserChoice(detection.name, f"detected, {detection.reason}")
+
+
+def choose_parsers(
+    *,
+    tool_parser: str | None,
+    reasoning_parser: str | None,
+    chat_template: str | None,
+    special_tokens: frozenset[str] = frozenset(),
+) -> ModelParsers:
+    """The parsers for a model: each setting when given (``none``: off), else detected from the
+    chat template and special tokens. Raises :class:`UnknownParserError` for an unknown name."""
+    return ModelParsers(
+        tool=_choose(tool_parser, "tool_parser", detect_tool_parser(chat_template, special_tokens), TOOL_PARSERS),
+        reasoning=_choose(
+            reasoning_parser,
+            "reasoning_parser",
+            detect_reasoning_parser(chat_template, special_tokens),
+            REASONING_PARSERS,
+        ),
+    )
+
+
+def _registered_name(fmt: _Format, registry: Mapping[str, _Format]) -> str:
+    # Aliases share a format (qwen3 is hermes3's): name it by its own name when registered so.
+    names = [name for name, registered in registry.items() if registered is fmt]
+    return fmt.name if fmt.name in names or not names else names[0]
+
+
+def tool_parser_name(fmt: ToolCallFormat | None) -> str | None:
+    """The registry name of a tool-call format in use (an alias' format is named by its own name)."""
+    return None if fmt is None else _registered_name(fmt, TOOL_PARSERS)
+
+
+def reasoning_parser_name(fmt: ReasoningFormat | None) -> str | None:
+    return None if fmt is None else _registered_name(fmt, REASONING_PARSERS)
+
+
+def format_markers(tool_format: ToolCallFormat | None, reasoning_format: ReasoningFormat | None) -> frozenset[str]:
+    """The markers of these formats that tokenizers may declare special (kept in decoding)."""
+    markers = set(reasoning_format.special_tokens if reasoning_format else ())
+    markers.update(tool_format.special_tokens if tool_format else ())
+    return frozenset(markers)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ovserve.parsers import TOOL_PARSERS, UnknownParserError, detect_tool_parser, tool_parser
+from ovserve.parsers import TOOL_PARSERS, UnknownParserError, tool_parser, tool_parser_name
 
 
 def test_names_resolve() -> None:
@@ -15,8 +15,8 @@ def test_unknown_name_lists_the_known_ones() -> None:
         tool_parser("nope")
 
 
-def test_detection_from_templates() -> None:
-    assert detect_tool_parser("... <tool_call>\\n{{ tool_call | tojson }} ...") is TOOL_PARSERS["hermes3"]
-    assert detect_tool_parser("{{ '[TOOL_CALLS]' }}") is TOOL_PARSERS["mistral"]
-    assert detect_tool_parser("{{- '<|python_tag|>' }}") is TOOL_PARSERS["llama3"]
-    assert detect_tool_parser("plain template") is None
+def test_an_alias_format_is_named_by_its_own_name() -> None:
+    # qwen3 is Hermes' format: /v3/models names the parser in use, hermes3.
+    assert tool_parser_name(tool_parser("qwen3")) == "hermes3"
+    assert tool_parser_name(tool_parser("llama3")) == "llama3"
+    assert tool_parser_name(None) is None
