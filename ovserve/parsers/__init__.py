@@ -96,7 +96,7 @@ def _choose(
             raise UnknownParserError(f"unknown {setting_name} '{setting}' (known: {known})")
         return ParserChoice(setting, f"{setting_name} setting")
     if detection.name is None:
-        return ParserChoice(None, f"none detected: {detection.reason}")
+        return ParserChoice(None, detection.reason)
     if detection.name not in registry:
         # Only while a detected family's parser is not written yet: say so rather than fail a load.
         return ParserChoice(None, f"detected '{detection.name}' ({detection.reason}), which is not a registered parser")

@@ -7,6 +7,7 @@ for. A model directory is also read as the server reads it (template file, token
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -176,9 +177,11 @@ def test_detected_parsers_say_why() -> None:
 def test_nothing_detected_is_said_too() -> None:
     parsers = choose_parsers(tool_parser=None, reasoning_parser=None, chat_template=_template("gemma-2"))
     assert parsers.describe() == (
-        "no tool parser (none detected: nothing in the chat template names a tool-call format); "
-        "no reasoning parser (none detected: nothing in the chat template names a reasoning format)"
+        "no tool parser (nothing in the chat template names a tool-call format); "
+        "no reasoning parser (nothing in the chat template names a reasoning format)"
     )
+    unsupported = choose_parsers(tool_parser=None, reasoning_parser=None, chat_template=_template("deepseek-r1"))
+    assert unsupported.tool.describe("tool").startswith("no tool parser (DeepSeek-R1 / V3: the chat template writes")
 
 
 def test_unknown_setting_lists_the_known_names_and_none() -> None:
@@ -219,3 +222,36 @@ def test_missing_or_broken_files_read_as_nothing(tmp_path: Path) -> None:
     (tmp_path / "tokenizer_config.json").write_text("{not json")
     assert read_chat_template(tmp_path) is None
     assert read_special_tokens(tmp_path) == frozenset()
+
+
+# docs/tools.md's table of families says what detection does.
+
+DOCS = Path(__file__).parents[3] / "docs" / "tools.md"
+
+
+def _family_rows() -> list[list[str]]:
+    rows = []
+    for line in DOCS.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(cells) == 5 and cells[0] not in {"model family", "---"}:
+            rows.append(cells)
+    return rows
+
+
+def test_the_docs_table_shows_every_clue_and_parser() -> None:
+    rows = _family_rows()
+    assert len(rows) >= 18  # the table was found
+    table = "\n".join(" | ".join(row) for row in rows)
+    for clue in (*TOOL_CLUES, *REASONING_CLUES):
+        for fragment in (*clue.template, *clue.tokens):
+            assert fragment in table, f"docs/tools.md does not show {fragment!r} ({clue.family})"
+        if clue.parser is not None:
+            assert f"`{clue.parser}`" in table, clue.parser
+
+
+def test_the_docs_say_which_registered_formats_can_be_forced() -> None:
+    for family, tools, _, _, forced in _family_rows():
+        for name in re.findall(r"`(\w+)`", tools):
+            if name in TOOL_PARSERS and forced:
+                can = TOOL_PARSERS[name].call_regex is not None
+                assert forced == ("yes" if can else "no"), f"{family}: {name} {'has' if can else 'has no'} call_regex"
