@@ -17,7 +17,8 @@ A clue may name no parser (the family is recognised but nothing here reads its f
 then stops there with that reason instead of letting a later, wrong clue match.
 
 The fixtures in ``tests/fixtures/chat_templates`` are the published templates these clues were
-written against (``tests/unit/parsers/test_detect.py``).
+written against (``tests/unit/parsers/test_detect.py``); ``docs/tools.md`` tabulates them. The
+approach is llama.cpp's (``common/chat.cpp`` picks its chat format by template fragments too).
 
 :func:`read_chat_template` and :func:`read_special_tokens` read a Hugging Face (or OpenVINO
 export) model directory; missing or unreadable files give None / an empty set, never an error.
