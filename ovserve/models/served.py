@@ -21,7 +21,7 @@ from ovserve.models.drafting import DraftingStats
 from ovserve.models.threads import started_thread
 from ovserve.models.tokenizer import PromptTokenizer
 from ovserve.models.vision import VisionModel
-from ovserve.parsers import choose_parsers
+from ovserve.parsers import ModelParsers, choose_parsers
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 from ovserve.parsers.detect import read_chat_template, read_special_tokens
 from ovserve.settings.schema import ModelSettings, ServerSettings, read_context_length
@@ -50,6 +50,8 @@ class ServedModel:
     # ovserve.parsers.choose_parsers).
     tool_format: ToolCallFormat | None = None
     reasoning_format: ReasoningFormat | None = None
+    # The names chosen for them at load and why (None: the formats were set directly).
+    parsers: ModelParsers | None = None
     # The texts of the tokenizer's special tokens (formats whose markers are special need them kept).
     special_tokens: frozenset[str] = frozenset()
     # Renders long conversations off the event loop (see render_prompt); started at load.
@@ -157,6 +159,7 @@ class ServedModel:
             vision=VisionModel.detect(spec.model_path),
             tool_format=parsers.tool_format,
             reasoning_format=parsers.reasoning_format,
+            parsers=parsers,
             special_tokens=special_tokens,
             admission=Admission(spec.name, server.max_queued_requests, server.max_prompt_tokens_in_flight),
         )

@@ -11,8 +11,10 @@ calls inside <tool_call>").
 
 The clues are data (:data:`TOOL_CLUES`, :data:`REASONING_CLUES`), tried in order, first match
 wins. Order matters where one family's template contains another's marker: Qwen3-Coder, GLM and
-Qwen3.5 all write ``<tool_call>`` too, so their clues come before Hermes'; DeepSeek-R1's calls use
-the same begin token as V3.1's; Devstral's ``[TOOL_CALLS]name[ARGS]`` before Mistral's JSON list.
+Qwen3.5 all write ``<tool_call>`` too, so their clues come before Hermes'; GLM-4.7's compact tags
+before GLM-4.5's; MiniCPM's ``<|tool_call_start|>`` code block before LFM2's list; DeepSeek-R1's
+calls use the same begin token as V3.1's; Devstral's ``[TOOL_CALLS]name[ARGS]`` before Mistral's
+JSON list; Granite 4's template holds Granite 3's ``<|tool_call|>`` but teaches Hermes calls.
 A clue may name no parser (the family is recognised but nothing here reads its format): detection
 then stops there with that reason instead of letting a later, wrong clue match.
 
@@ -74,31 +76,43 @@ TOOL_CLUES: tuple[Clue, ...] = (
     Clue(
         "Qwen3-Coder / Qwen3.5",
         "qwen3coder",
-        "the chat template writes '<function=...>' calls inside <tool_call>",
-        template=("<tool_call>", "<function="),
+        "the chat template writes <function=...><parameter=...> calls inside <tool_call>",
+        template=("<parameter=",),  # Llama 3.1's <function=name>{json} has no <parameter=
+    ),
+    Clue(
+        "GLM-4.7",
+        "glm47",
+        "the chat template writes <arg_key>/<arg_value> pairs without newlines inside <tool_call>",
+        template=("</arg_key><arg_value>",),
     ),
     Clue(
         "GLM-4.5 / 4.6",
-        "glm4",
-        "the chat template writes <arg_key>/<arg_value> pairs inside <tool_call>",
-        template=("<tool_call>", "<arg_key>"),
+        "glm45",
+        "the chat template writes <arg_key>/<arg_value> pairs, one a line, inside <tool_call>",
+        template=("<arg_key>",),
     ),
     Clue(
-        "MiniCPM",
+        "MiniCPM3 / 4",
         "minicpm",
         "the chat template asks for Python calls in a ```python block after <|tool_call_start|>",
         template=("<|tool_call_start|>", "```python"),
     ),
     Clue(
-        "LFM2",
-        "pythonic",
-        "the chat template writes a Python list of calls after <|tool_call_start|>",
-        template=("<|tool_call_start|>[",),
+        "MiniCPM5",
+        "minicpm5",
+        "the chat template writes <function name=...><param name=...> calls",
+        template=("<param name=",),
     ),
-    Clue("LFM2", "pythonic", "the chat template lists tools in <|tool_list_start|>", template=("<|tool_list_start|>",)),
+    Clue(
+        "LFM2",
+        "lfm2",
+        "the chat template writes a Python list of calls after <|tool_call_start|>",
+        template=("<|tool_call_start|>",),
+    ),
+    Clue("LFM2", "lfm2", "the chat template lists tools in <|tool_list_start|>", template=("<|tool_list_start|>",)),
     Clue(
         "LFM2.5",
-        "pythonic",
+        "lfm2",
         "the chat template says 'List of tools: [' and the tokenizer has <|tool_call_start|>",
         template=("List of tools: [",),
         tokens=("<|tool_call_start|>",),
@@ -135,9 +149,6 @@ TOOL_CLUES: tuple[Clue, ...] = (
         template=("[TOOL_CALLS]",),
     ),
     Clue(
-        "Granite 3", "granite", "the chat template asks for <|tool_call|> and a JSON list", template=("<|tool_call|>",)
-    ),
-    Clue(
         "Phi-4-mini", "phi4", "the chat template puts tools in <|tool|>...<|/tool|>", template=("<|tool|>", "<|/tool|>")
     ),
     Clue(
@@ -149,8 +160,12 @@ TOOL_CLUES: tuple[Clue, ...] = (
         "the chat template asks for calls as [func_name1(param1=value1, ...)]",
         template=("[func_name1(",),
     ),
+    # Granite 4's template holds <|tool_call|> too but teaches (and writes) Hermes calls.
     Clue(
         "Hermes / Qwen", "hermes3", "the chat template writes JSON calls inside <tool_call>", template=("<tool_call>",)
+    ),
+    Clue(
+        "Granite 3", "granite", "the chat template asks for <|tool_call|> and a JSON list", template=("<|tool_call|>",)
     ),
     Clue("Llama 3.1", "llama3", "the chat template writes calls after <|python_tag|>", template=("<|python_tag|>",)),
     Clue(
@@ -177,7 +192,22 @@ REASONING_CLUES: tuple[Clue, ...] = (
         template=("<|start_of_role|>", "thought process"),
     ),
     Clue(
-        "DeepSeek-R1 / V3.1",
+        "MiniCPM3 / 4",
+        "minicpm",
+        "the chat template writes a thought in <|thought_start|>...<|thought_end|>",
+        template=("<|thought_start|>",),
+    ),
+    # Hybrid DeepSeek templates (a `thinking` switch) close the block in the prompt when not
+    # thinking: the prompt-driven <think> splitter then reads the output as content, where R1's
+    # parser would read all of it as reasoning.
+    Clue(
+        "DeepSeek-V3.1",
+        "qwen3",
+        "the chat template's thinking switch opens <think> in the prompt or closes it",
+        template=("<｜Assistant｜>", "thinking", "</think>"),
+    ),
+    Clue(
+        "DeepSeek-R1",
         "deepseek_r1",
         "the chat template writes <think>...</think> after <｜Assistant｜>",
         template=("<｜Assistant｜>", "<think>", "</think>"),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ovserve.dialects.openai.models import ModelObject
 from ovserve.models.served import ServedModel
 from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
 from ovserve.settings.schema import ModelSettings, ServerSettings
@@ -26,6 +27,7 @@ def test_parsers_are_detected_from_the_template_and_logged_once_with_the_reason(
     model, lines = load(tiny_llm, caplog)  # tiny-llm has Qwen2.5's template: Hermes calls, no thinking
     assert model.tool_format is TOOL_PARSERS["hermes3"]
     assert model.reasoning_format is None
+    assert ModelObject.of(model).ovserve.model_dump() == {"tool_parser": "hermes3", "reasoning_parser": None}
     assert lines == [
         "model 'm': tool parser hermes3 (detected, Hermes / Qwen: the chat template writes JSON calls inside "
         "<tool_call>); no reasoning parser (nothing in the chat template names a reasoning format)"
@@ -36,4 +38,7 @@ def test_settings_win_and_none_turns_parsing_off(tiny_llm: Path, caplog: pytest.
     model, lines = load(tiny_llm, caplog, tool_parser="none", reasoning_parser="qwen3")
     assert model.tool_format is None
     assert model.reasoning_format is REASONING_PARSERS["qwen3"]
+    # /v3/models names what was chosen, an alias included.
+    model, _ = load(tiny_llm, caplog, tool_parser="qwen3")
+    assert ModelObject.of(model).ovserve.model_dump() == {"tool_parser": "qwen3", "reasoning_parser": None}
     assert lines == ["model 'm': no tool parser (tool_parser: none); reasoning parser qwen3 (reasoning_parser setting)"]

@@ -2,8 +2,8 @@
 
 OpenAI's fields (``id``, ``object``, ``created``, ``owned_by``) are as OpenAI sends them. Each
 model object also carries ovserve's extension ``ovserve``: the parsers its output goes through
-(``tool_parser``, ``reasoning_parser``: registry names, null when that parsing is off), so a
-client can see what ``tool_parser`` detection picked without reading the server's log. Clients
+(``tool_parser``, ``reasoning_parser``: the registry names chosen at load, null when that parsing
+is off), so a client can see what detection picked without reading the server's log. Clients
 that do not know the key ignore it, as OpenAI's SDKs do with unknown fields.
 """
 
@@ -25,6 +25,17 @@ class ModelParsersInfo(Body):
     tool_parser: str | None
     reasoning_parser: str | None
 
+    @classmethod
+    def of(cls, model: ServedModel) -> ModelParsersInfo:
+        """The names chosen at load (what the log line says: ``lfm2``, not the ``pythonic`` format
+        it shares), else the formats' registry names."""
+        if model.parsers is not None:
+            return cls(tool_parser=model.parsers.tool.name, reasoning_parser=model.parsers.reasoning.name)
+        return cls(
+            tool_parser=tool_parser_name(model.tool_format),
+            reasoning_parser=reasoning_parser_name(model.reasoning_format),
+        )
+
 
 class ModelObject(Body):
     id: str
@@ -40,10 +51,7 @@ class ModelObject(Body):
             object="model",
             created=model.created,
             owned_by=OWNED_BY,
-            ovserve=ModelParsersInfo(
-                tool_parser=tool_parser_name(model.tool_format),
-                reasoning_parser=reasoning_parser_name(model.reasoning_format),
-            ),
+            ovserve=ModelParsersInfo.of(model),
         )
 
 

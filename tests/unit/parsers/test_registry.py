@@ -16,7 +16,7 @@ def test_unknown_name_lists_the_known_ones() -> None:
 
 
 def test_an_alias_format_is_named_by_its_own_name() -> None:
-    # qwen3 is Hermes' format: /v3/models names the parser in use, hermes3.
+    # qwen3 is Hermes' format: a model given the format directly is named by the format's own name.
     assert tool_parser_name(tool_parser("qwen3")) == "hermes3"
     assert tool_parser_name(tool_parser("llama3")) == "llama3"
     assert tool_parser_name(None) is None
