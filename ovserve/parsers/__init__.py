@@ -3,7 +3,9 @@
 ``tool_parser`` / ``reasoning_parser`` (a graph's options, ``ovserve serve``'s flags) pick the
 format by name; ``none`` turns that parsing off; unset, the parser is detected from the model's
 chat template and special tokens (:mod:`ovserve.parsers.detect`). :func:`choose_parsers` is that
-precedence, in one place, with the reason for each choice (the server logs it at load).
+precedence, in one place, with the reason for each choice (the server logs it at load). The
+detection functions stay in their module (``detect.detect_tool_parser``): this package's old
+``detect_tool_parser`` returned a format, and an import of that name should fail, not change meaning.
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from ovserve.parsers import hermes, llama3, mistral, phi4
+from ovserve.parsers import detect, hermes, llama3, mistral, phi4
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
-from ovserve.parsers.detect import Detection, detect_reasoning_parser, detect_tool_parser
 
 TOOL_PARSERS: dict[str, ToolCallFormat] = {
     "hermes3": hermes.FORMAT,
@@ -86,7 +87,7 @@ _Format = TypeVar("_Format", ToolCallFormat, ReasoningFormat)
 
 
 def _choose(
-    setting: str | None, setting_name: str, detection: Detection, registry: Mapping[str, _Format]
+    setting: str | None, setting_name: str, detection: detect.Detection, registry: Mapping[str, _Format]
 ) -> ParserChoice:
     if setting == PARSER_OFF:
         return ParserChoice(None, f"{setting_name}: {PARSER_OFF}")
@@ -113,11 +114,13 @@ def choose_parsers(
     """The parsers for a model: each setting when given (``none``: off), else detected from the
     chat template and special tokens. Raises :class:`UnknownParserError` for an unknown name."""
     return ModelParsers(
-        tool=_choose(tool_parser, "tool_parser", detect_tool_parser(chat_template, special_tokens), TOOL_PARSERS),
+        tool=_choose(
+            tool_parser, "tool_parser", detect.detect_tool_parser(chat_template, special_tokens), TOOL_PARSERS
+        ),
         reasoning=_choose(
             reasoning_parser,
             "reasoning_parser",
-            detect_reasoning_parser(chat_template, special_tokens),
+            detect.detect_reasoning_parser(chat_template, special_tokens),
             REASONING_PARSERS,
         ),
     )
