@@ -23,6 +23,7 @@ from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.completions.request import CompletionRequest
+from ovserve.dialects.openai.models import ModelList, ModelObject
 from ovserve.dialects.openai.request import SamplingRequest
 from ovserve.dialects.openai.responses.store import OPEN_OWNER
 from ovserve.dialects.openai.retrieval.request import (
@@ -301,20 +302,11 @@ async def detokenize(request: web.Request) -> web.Response:
 
 async def list_models(request: web.Request) -> web.Response:
     models = request.app[keys.MODELS]
-    return json_response(
-        {
-            "object": "list",
-            "data": [
-                {"id": model.name, "object": "model", "created": model.created, "owned_by": "ovserve"}
-                for model in models
-            ],
-        }
-    )
+    return json_response(ModelList.of(models))
 
 
 async def get_model(request: web.Request) -> web.Response:
-    model = request.app[keys.MODELS].get(request.match_info["name"])
-    return json_response({"id": model.name, "object": "model", "created": model.created, "owned_by": "ovserve"})
+    return json_response(ModelObject.of(request.app[keys.MODELS].get(request.match_info["name"])))
 
 
 async def health_live(request: web.Request) -> web.Response:

@@ -1,13 +1,22 @@
 """Tool-call and reasoning parsers, one registry keyed by the names graphs use.
 
-``tool_parser`` / ``reasoning_parser`` in a graph pick the format; when ``tool_parser`` is unset
-it is detected from the chat template (what the template teaches the model to write).
+``tool_parser`` / ``reasoning_parser`` (a graph's options, ``ovserve serve``'s flags) pick the
+format by name; ``none`` turns that parsing off; unset, the parser is detected from the model's
+chat template and special tokens (:mod:`ovserve.parsers.detect`). :func:`choose_parsers` is that
+precedence, in one place, with the reason for each choice (the server logs it at load). The
+detection functions stay in their module (``detect.detect_tool_parser``): this package's old
+``detect_tool_parser`` returned a format, and an import of that name should fail, not change meaning.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
 from ovserve.parsers import (
     deepseek,
+    detect,
     devstral,
     gemma4,
     glm4,
@@ -66,29 +75,8 @@ REASONING_PARSERS: dict[str, ReasoningFormat] = {
     "granite": granite.REASONING_FORMAT,
 }
 
-# Template fragments -> parser: what the chat template tells the model to emit (every fragment of
-# an entry must be in the template). The first match wins: XML-style templates also contain
-# "<tool_call>", so they come before Hermes; Granite 4's template holds both <tool_call> and
-# <|tool_call|> and writes Hermes calls; v11+ Mistral templates write name[ARGS]{...} after
-# [TOOL_CALLS]; MiniCPM and LFM2 both open calls with <|tool_call_start|>, MiniCPM's in a code block.
-_TEMPLATE_HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("<parameter=",), "qwen3coder"),
-    (("</arg_key><arg_value>",), "glm47"),
-    (("<arg_key>",), "glm45"),
-    (("<|tool_call_start|>", "```python"), "minicpm"),
-    (("<param name=",), "minicpm5"),
-    (("<tool_call>",), "hermes3"),
-    (("[ARGS]",), "devstral"),
-    (("[TOOL_CALLS]",), "mistral"),
-    (("functools",), "phi4"),
-    (("<|python_tag|>",), "llama3"),
-    (("<|channel|>",), "gptoss"),  # harmony headers
-    (("<|tool_call>call:",), "gemma4"),  # what llama.cpp's common/chat.cpp detects Gemma 4 by
-    (("<｜tool▁calls▁begin｜>",), "deepseek_v31"),
-    (("<|tool_calls_section_begin|>",), "kimi_k2"),
-    (("<|tool_call_start|>",), "lfm2"),
-    (("<|tool_call|>",), "granite"),
-)
+# The tool_parser / reasoning_parser value that turns the parsing off (no detection either).
+PARSER_OFF: Final = "none"
 
 
 class UnknownParserError(ValueError):
@@ -110,8 +98,96 @@ def reasoning_parser(name: str) -> ReasoningFormat:
         raise UnknownParserError(f"unknown reasoning_parser '{name}' (known: {known})") from None
 
 
-def detect_tool_parser(chat_template: str | None) -> ToolCallFormat | None:
-    for fragments, name in _TEMPLATE_HINTS:
-        if chat_template and all(fragment in chat_template for fragment in fragments):
-            return TOOL_PARSERS[name]
-    return None
+@dataclass(frozen=True)
+class ParserChoice:
+    """One parser chosen for a model: its registry name (None: no parsing) and why."""
+
+    name: str | None
+    reason: str
+
+    def describe(self, kind: str) -> str:
+        return f"{kind} parser {self.name} ({self.reason})" if self.name else f"no {kind} parser ({self.reason})"
+
+
+@dataclass(frozen=True)
+class ModelParsers:
+    """The parsers a model's output goes through, with the reasons they were chosen."""
+
+    tool: ParserChoice
+    reasoning: ParserChoice
+
+    @property
+    def tool_format(self) -> ToolCallFormat | None:
+        return TOOL_PARSERS[self.tool.name] if self.tool.name else None
+
+    @property
+    def reasoning_format(self) -> ReasoningFormat | None:
+        return REASONING_PARSERS[self.reasoning.name] if self.reasoning.name else None
+
+    def describe(self) -> str:
+        return f"{self.tool.describe('tool')}; {self.reasoning.describe('reasoning')}"
+
+
+_Format = TypeVar("_Format", ToolCallFormat, ReasoningFormat)
+
+
+def _choose(
+    setting: str | None, setting_name: str, detection: detect.Detection, registry: Mapping[str, _Format]
+) -> ParserChoice:
+    if setting == PARSER_OFF:
+        return ParserChoice(None, f"{setting_name}: {PARSER_OFF}")
+    if setting is not None:
+        if setting not in registry:
+            known = ", ".join([*sorted(registry), PARSER_OFF])
+            raise UnknownParserError(f"unknown {setting_name} '{setting}' (known: {known})")
+        return ParserChoice(setting, f"{setting_name} setting")
+    if detection.name is None:
+        return ParserChoice(None, detection.reason)
+    if detection.name not in registry:
+        # Only while a detected family's parser is not written yet: say so rather than fail a load.
+        return ParserChoice(None, f"detected '{detection.name}' ({detection.reason}), which is not a registered parser")
+    return ParserChoice(detection.name, f"detected, {detection.reason}")
+
+
+def choose_parsers(
+    *,
+    tool_parser: str | None,
+    reasoning_parser: str | None,
+    chat_template: str | None,
+    special_tokens: frozenset[str] = frozenset(),
+) -> ModelParsers:
+    """The parsers for a model: each setting when given (``none``: off), else detected from the
+    chat template and special tokens. Raises :class:`UnknownParserError` for an unknown name."""
+    return ModelParsers(
+        tool=_choose(
+            tool_parser, "tool_parser", detect.detect_tool_parser(chat_template, special_tokens), TOOL_PARSERS
+        ),
+        reasoning=_choose(
+            reasoning_parser,
+            "reasoning_parser",
+            detect.detect_reasoning_parser(chat_template, special_tokens),
+            REASONING_PARSERS,
+        ),
+    )
+
+
+def _registered_name(fmt: _Format, registry: Mapping[str, _Format]) -> str:
+    # Aliases share a format (qwen3 is hermes3's): name it by its own name when registered so.
+    names = [name for name, registered in registry.items() if registered is fmt]
+    return fmt.name if fmt.name in names or not names else names[0]
+
+
+def tool_parser_name(fmt: ToolCallFormat | None) -> str | None:
+    """The registry name of a tool-call format in use (an alias' format is named by its own name)."""
+    return None if fmt is None else _registered_name(fmt, TOOL_PARSERS)
+
+
+def reasoning_parser_name(fmt: ReasoningFormat | None) -> str | None:
+    return None if fmt is None else _registered_name(fmt, REASONING_PARSERS)
+
+
+def format_markers(tool_format: ToolCallFormat | None, reasoning_format: ReasoningFormat | None) -> frozenset[str]:
+    """The markers of these formats that tokenizers may declare special (kept in decoding)."""
+    markers = set(reasoning_format.special_tokens if reasoning_format else ())
+    markers.update(tool_format.special_tokens if tool_format else ())
+    return frozenset(markers)

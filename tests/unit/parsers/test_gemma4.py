@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS, detect_tool_parser, gemma4
+from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS, gemma4
+from ovserve.parsers.detect import detect_tool_parser
 from tests.unit.parsers.conformance import assert_parses
 
 TOOLS = gemma4.FORMAT
@@ -139,7 +140,7 @@ def test_markers_are_special_tokens_without_a_forcing_regex() -> None:
 def test_registered_and_detected() -> None:
     assert TOOL_PARSERS["gemma4"] is TOOLS
     assert REASONING_PARSERS["gemma4"] is REASONING
-    assert detect_tool_parser("{{- '<|tool_call>call:' + function['name'] + '{' -}}") is TOOLS
+    assert detect_tool_parser("{{- '<|tool_call>call:' + function['name'] + '{' -}}").name == TOOLS.name
 
 
 def test_arguments_nested_past_the_parser_are_content() -> None:

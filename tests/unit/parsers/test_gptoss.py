@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS, detect_tool_parser, gptoss
+from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS, gptoss
+from ovserve.parsers.detect import detect_tool_parser
 from tests.unit.parsers.conformance import assert_parses
 
 TOOLS = gptoss.FORMAT
@@ -187,7 +188,7 @@ def test_every_marker_is_a_special_token() -> None:
 def test_registered_and_detected() -> None:
     assert TOOL_PARSERS["gptoss"] is TOOLS
     assert REASONING_PARSERS["gptoss"] is REASONING
-    assert detect_tool_parser("{{- '<|start|>assistant<|channel|>final<|message|>' }}") is TOOLS
+    assert detect_tool_parser("{{- '<|start|>assistant<|channel|>final<|message|>' }}").name == TOOLS.name
 
 
 def test_arguments_json_cannot_write_are_content() -> None:
