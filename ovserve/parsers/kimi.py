@@ -64,8 +64,11 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
 
 
 def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
-    # The model numbers its calls across the conversation: any index.
-    begin = regex_literal(f"{SECTION_BEGIN}{CALL_BEGIN}{_PREFIX}{name}:") + "[0-9]+" + regex_literal(ARGUMENTS_BEGIN)
+    # The model numbers its calls across the conversation; bounded (a weak model given "[0-9]+"
+    # writes digits until max_tokens).
+    begin = (
+        regex_literal(f"{SECTION_BEGIN}{CALL_BEGIN}{_PREFIX}{name}:") + "[0-9]{1,4}" + regex_literal(ARGUMENTS_BEGIN)
+    )
     return f"{begin}({schema_regex(parameters)}){regex_literal(CALL_END + SECTION_END)}"
 
 
