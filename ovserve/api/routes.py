@@ -153,7 +153,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
 async def generate(
     request: web.Request,
     endpoint_name: str,
-    parse: Callable[[JsonObject], SamplingRequest],
+    parse: Callable[[JsonObject], BaseModel],
     endpoint: GenerationEndpoint[Any, CallT],
     *,
     writer: type[SSEWriter] = SSEWriter,

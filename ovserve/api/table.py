@@ -2,9 +2,9 @@
 
 A :class:`Route` names its canonical path, the prefixes it is also served under (OpenAI clients
 call ``/v1``, llama.cpp clients no prefix at all), whether it answers without an API key (probes),
-whether it keeps answering during a drain (probes and scrapes must see the drain), and for the
-OpenAPI document whether it is a documented POST operation. The auth and drain middlewares ask
-:func:`route_of` instead of keeping path lists of their own.
+whether it keeps answering during a drain (probes and scrapes must see the drain), and the error
+shape it answers in (:func:`error_dialect`: OpenAI's, or Ollama's on ``/api/*`` and ``/``). The
+auth, drain and error middlewares ask :func:`route_of` instead of keeping path lists of their own.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Literal
 
 from aiohttp import web
 
-from ovserve.api import routes
+from ovserve.api import ollama, routes
 from ovserve.api.openapi import openapi_json
 from ovserve.api.responses import create_response, delete_response, get_response
 
@@ -24,6 +24,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # The OpenAI API's own version prefix, and what else the same handlers answer under.
 API_PREFIXES = ("/v3", "/v1", "")
 MODEL_LIST_PREFIXES = ("/v3", "/v1")
+
+# Whose error shape a route answers in. Requests that matched no route: Ollama's under /api/.
+ErrorDialect = Literal["openai", "ollama"]
+OLLAMA_PATH = "/api/"
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Route:
     open: bool = False  # answered without an API key
     while_draining: bool = False  # still answered once SIGTERM started a drain
     metrics: bool = False  # /metrics: open with --metrics_public
+    errors: ErrorDialect = "openai"
 
     @property
     def paths(self) -> list[str]:
@@ -59,6 +64,21 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/health", routes.health, open=True, while_draining=True),
     Route("GET", "/metrics", routes.metrics, while_draining=True, metrics=True),
     Route("GET", "/openapi.json", openapi_json),
+    # Ollama's native API (ovserve.api.ollama); "/" is its liveness answer, open as the probes are.
+    Route("GET", "/", ollama.root, open=True, errors="ollama"),
+    Route("POST", "/api/chat", ollama.chat, errors="ollama"),
+    Route("POST", "/api/generate", ollama.generate_text, errors="ollama"),
+    Route("POST", "/api/embed", ollama.embed, errors="ollama"),
+    Route("POST", "/api/embeddings", ollama.embeddings, errors="ollama"),
+    Route("GET", "/api/tags", ollama.tags, errors="ollama"),
+    Route("GET", "/api/ps", ollama.ps, errors="ollama"),
+    Route("POST", "/api/show", ollama.show, errors="ollama"),
+    Route("GET", "/api/version", ollama.version, errors="ollama"),
+    *(
+        Route("POST", f"/api/{name}", ollama.model_store, errors="ollama")
+        for name in ("pull", "push", "create", "copy")
+    ),
+    Route("DELETE", "/api/delete", ollama.model_store, errors="ollama"),
 )
 
 _BY_PATH = {(route.method, path): route for route in ROUTES for path in route.paths}
@@ -82,6 +102,14 @@ def is_open(request: web.Request, *, metrics_public: bool) -> bool:
 def answered_while_draining(request: web.Request) -> bool:
     route = route_of(request)
     return route is not None and route.while_draining
+
+
+def error_dialect(request: web.Request) -> ErrorDialect:
+    """The error shape ``request`` is answered in (see :data:`ErrorDialect`)."""
+    route = route_of(request)
+    if route is not None:
+        return route.errors
+    return "ollama" if request.path.startswith(OLLAMA_PATH) else "openai"
 
 
 def route_of(request: web.Request) -> Route | None:

@@ -1,0 +1,85 @@
+"""Embeddings of texts, in no dialect's shape: checks, counting, admission, the engine, Matryoshka.
+
+:func:`embed_texts` is what a dialect's embeddings route needs below its own request and response
+models (Ollama's ``/api/embed`` uses it; OpenAI's ``/embeddings`` keeps its own copy in
+``ovserve.dialects.openai.retrieval`` until it moves here). Every check that can fail happens
+before engine work; ``param`` names the client's input field in each complaint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ovserve.errors import BadRequestError, UnsupportedParameterError
+from ovserve.metrics import RequestRecorder
+from ovserve.models.served import ModelRegistry, ServedModel
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    model: ServedModel
+    vectors: np.ndarray  # one row per text, in order
+    prompt_tokens: int
+
+
+async def embed_texts(
+    models: ModelRegistry,
+    name: str,
+    texts: list[str],
+    *,
+    truncate: bool,
+    dimensions: int | None,
+    recorder: RequestRecorder,
+    param: str = "input",
+) -> Embedded:
+    """``texts`` embedded by model ``name``. ``truncate``: an input over the model's limit is cut
+    (only where the model's graph truncates; elsewhere it stays a 400 naming the input)."""
+    model = models.get(name)
+    model.require_task("embeddings")
+    recorder.model = model.name
+    if not model.engine.ready:
+        raise model.engine.not_ready_error()
+    settings = model.settings.retrieval
+    if len(texts) > settings.max_allowed_chunks:
+        raise BadRequestError(
+            f"the request has {len(texts)} inputs, more than model '{model.name}' takes at once "
+            f"(max_allowed_chunks {settings.max_allowed_chunks}); split it",
+            param=param,
+        )
+    if any(not text for text in texts):
+        raise BadRequestError("inputs must not be empty strings", param=param)
+    if dimensions is not None and not settings.matryoshka_embeddings:
+        raise UnsupportedParameterError(
+            f"model '{model.name}' does not support 'dimensions' (its graph does not declare matryoshka_embeddings)",
+            param="dimensions",
+        )
+    counts = await model.tokenizer.count_each(
+        texts, limit=model.context_length, truncate=truncate and settings.truncate, param=param
+    )
+    prompt_tokens = sum(counts)
+    ticket = model.admission.admit(prompt_tokens)
+    recorder.admitted(prompt_tokens)
+    try:
+        vectors = await model.engine.embed(texts)
+    finally:
+        ticket.release()
+    if dimensions is not None:
+        vectors = shorten(model, vectors, dimensions)
+    return Embedded(model, vectors, prompt_tokens)
+
+
+def shorten(model: ServedModel, vectors: np.ndarray, dimensions: int) -> np.ndarray:
+    """Matryoshka: the first ``dimensions`` values, normalised again when the model normalises."""
+    size = vectors.shape[1]
+    if dimensions > size:
+        raise BadRequestError(
+            f"'dimensions' is {dimensions} but model '{model.name}' makes {size}-dimensional embeddings",
+            param="dimensions",
+        )
+    shortened = vectors[:, :dimensions]
+    if model.settings.retrieval.normalize_embeddings:
+        norms = np.linalg.norm(shortened, axis=1, keepdims=True)
+        shortened = shortened / np.maximum(norms, np.finfo(np.float32).tiny)
+    return shortened

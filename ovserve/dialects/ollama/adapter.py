@@ -1,0 +1,365 @@
+"""Ollama's ``/api/chat`` and ``/api/generate`` onto the generation core.
+
+A :class:`ChatRequest` becomes a :class:`~ovserve.core.conversation.Conversation`; a
+:class:`GenerateRequest` becomes one too (its ``system`` and ``prompt`` as two messages through the
+model's chat template), or, with ``raw``, :class:`~ovserve.core.completion.Prompts` (the prompt as
+it is). The core's steps become Ollama's NDJSON lines; the unary answer is those lines merged, so
+a stream concatenates to it by construction.
+
+Mapping (docs/ollama.md has the whole field table):
+
+- ``options`` -> :class:`~ovserve.core.conversation.Sampling` (``num_predict`` -1/-2: up to the
+  context; ``top_k`` 0: no filter; ``seed`` -1: random; ``repeat_penalty`` -> repetition penalty).
+- ``think`` -> ``Conversation.reasoning_effort`` (true: medium, false: none, or the level sent),
+  which reaches the chat template's switches; the parsed reasoning comes back as ``thinking``.
+  ``think`` on a model without a reasoning format is a 400, as Ollama answers.
+- ``format``: ``"json"`` -> any JSON object, a schema -> that schema (the grammar path).
+- ``tools`` -> tools; parsed calls come back with ``arguments`` as an object. ``tool_choice`` (in
+  the body or in ``options``, where the ollama client passes it through) is ovserve's extension
+  (Ollama has none): ``"required"`` or a tool's name forces a call through the grammar.
+- Durations (nanoseconds, measured): ``load_duration`` from the request to its admission (model
+  lookup, template, tokenization), ``prompt_eval_duration`` from admission to the first output,
+  ``eval_duration`` from there to the last, ``total_duration`` the whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+
+from ovserve.core.chat import ChatGeneration
+from ovserve.core.completion import CompletionGeneration, Prompts
+from ovserve.core.conversation import (
+    Conversation,
+    ForcedTool,
+    Image,
+    JsonObjectFormat,
+    JsonSchemaFormat,
+    Message,
+    OutputFormat,
+    Part,
+    Reasoning,
+    ReasoningEffort,
+    Sampling,
+    Text,
+    Tool,
+    ToolCall,
+    ToolChoice,
+)
+from ovserve.core.job import Delta, Job
+from ovserve.dialects.ollama import request as req
+from ovserve.dialects.ollama.response import (
+    CalledFunction,
+    ChatResponse,
+    ErrorResponse,
+    GenerateResponse,
+    Stats,
+    timestamp,
+)
+from ovserve.dialects.ollama.response import Message as MessageBody
+from ovserve.dialects.ollama.response import ToolCall as ToolCallBody
+from ovserve.errors import BadRequestError, OvserveError, UnsupportedParameterError
+from ovserve.json_types import JsonObject
+from ovserve.models.served import ModelRegistry, ServedModel
+from ovserve.parsers.base import ToolCall as ParsedCall
+
+# Base64 starts of the image formats a client sends (Ollama's images carry no media type).
+_IMAGE_MAGIC = {"iVBORw0KGgo": "image/png", "/9j/": "image/jpeg", "R0lGOD": "image/gif", "UklGR": "image/webp"}
+
+
+def sampling(options: req.Options, *, stream: bool) -> Sampling:
+    """Ollama's ``options`` as the core's sampling fields."""
+    unlimited = options.num_predict is not None and options.num_predict < 0
+    return Sampling(
+        max_tokens=None if unlimited else options.num_predict,
+        max_tokens_param="options.num_predict",
+        max_tokens_removed=unlimited,
+        temperature=options.temperature,
+        top_p=options.top_p,
+        top_k=options.top_k or None,
+        top_k_removed=options.top_k == 0,
+        min_p=options.min_p,
+        repetition_penalty=options.repeat_penalty,
+        presence_penalty=options.presence_penalty,
+        frequency_penalty=options.frequency_penalty,
+        seed=None if options.seed == -1 else options.seed,
+        stop=tuple(options.stop or ()),
+        stream=stream,
+    )
+
+
+def _effort(think: req.Think | None) -> ReasoningEffort | None:
+    if think is None:
+        return None
+    if isinstance(think, bool):
+        return "medium" if think else "none"
+    return think
+
+
+def _image(data: str, origin: str) -> Image:
+    if data.startswith("data:"):
+        return Image(data, origin)
+    kind = next((mime for magic, mime in _IMAGE_MAGIC.items() if data.startswith(magic)), "image/png")
+    return Image(f"data:{kind};base64,{data}", origin)
+
+
+def _output_format(value: req.Format | None) -> OutputFormat | None:
+    if value is None or value == "":
+        return None
+    if value == "json":
+        return JsonObjectFormat("format")
+    assert isinstance(value, dict)
+    return JsonSchemaFormat(value, "format", "format")
+
+
+def _message(message: req.Message, origin: str) -> Message:
+    parts: list[Part] = []
+    if message.thinking:
+        parts.append(Reasoning(message.thinking, f"{origin}.thinking"))
+    if message.content or not (message.images or message.tool_calls):
+        parts.append(Text(message.content, f"{origin}.content"))
+    parts.extend(_image(data, f"{origin}.images.{index}") for index, data in enumerate(message.images or []))
+    for index, call in enumerate(message.tool_calls or []):
+        arguments = json.dumps(call.function.arguments, ensure_ascii=False)
+        parts.append(ToolCall(call.id, call.function.name, arguments, f"{origin}.tool_calls.{index}"))
+    return Message(
+        role=message.role,
+        content_origin=f"{origin}.content",
+        parts=parts,
+        name=message.tool_name,
+        tool_call_id=message.tool_call_id,
+    )
+
+
+def _tool_choice(choice: str | None) -> ToolChoice:
+    if choice is None or choice == "auto":
+        return "auto"
+    if choice in ("none", "required"):
+        return "none" if choice == "none" else "required"
+    return ForcedTool(choice)
+
+
+def chat_conversation(request: req.ChatRequest) -> Conversation:
+    return Conversation(
+        model=request.model,
+        messages=[_message(message, f"messages.{index}") for index, message in enumerate(request.messages)],
+        sampling=sampling(request.options, stream=request.stream),
+        prompt_origin="messages",
+        tools=[
+            Tool(
+                name=tool.function.name,
+                origin=f"tools.{index}",
+                description=tool.function.description,
+                parameters=tool.function.parameters,
+                parameters_origin=f"tools.{index}.function.parameters",
+            )
+            for index, tool in enumerate(request.tools)
+        ],
+        tool_choice=_tool_choice(request.forced),
+        output_format=_output_format(request.format),
+        reasoning_effort=_effort(request.think),
+    )
+
+
+def generate_conversation(request: req.GenerateRequest) -> Conversation:
+    messages = []
+    if request.system:
+        messages.append(Message("system", "system", [Text(request.system, "system")]))
+    parts: list[Part] = [Text(request.prompt, "prompt")]
+    parts.extend(_image(data, f"images.{index}") for index, data in enumerate(request.images or []))
+    messages.append(Message("user", "prompt", parts))
+    return Conversation(
+        model=request.model,
+        messages=messages,
+        sampling=sampling(request.options, stream=request.stream),
+        prompt_origin="prompt",
+        output_format=_output_format(request.format),
+        reasoning_effort=_effort(request.think),
+    )
+
+
+def _arguments(call: ParsedCall) -> JsonObject:
+    try:
+        arguments = json.loads(call.arguments)
+    except ValueError:
+        return {}
+    return arguments if isinstance(arguments, dict) else {"value": arguments}
+
+
+@dataclass(slots=True)
+class Timing:
+    """The request's moments (``time.perf_counter_ns``), for Ollama's durations."""
+
+    started: int = field(default_factory=time.perf_counter_ns)
+    admitted: int = 0
+    first_output: int = 0
+    finished: int = 0
+
+    def stats(self, job: Job, done_reason: str) -> Stats:
+        usage = job.usage
+        first = self.first_output or self.finished
+        return Stats(
+            done_reason="length" if done_reason == "length" else "stop",
+            total_duration=self.finished - self.started,
+            load_duration=self.admitted - self.started,
+            prompt_eval_count=usage.prompt_tokens,
+            prompt_eval_duration=first - self.admitted,
+            eval_count=usage.completion_tokens,
+            eval_duration=self.finished - first,
+        )
+
+
+@dataclass(slots=True)
+class OllamaCall:
+    """One /api/chat or /api/generate request on its way."""
+
+    request: req.ChatRequest | req.GenerateRequest
+    job: Job
+    timing: Timing
+
+    @property
+    def streaming(self) -> bool:
+        return self.request.stream
+
+    @property
+    def chat(self) -> bool:
+        return isinstance(self.request, req.ChatRequest)
+
+
+OllamaLine = ChatResponse | GenerateResponse
+
+
+class OllamaEndpoint:
+    """Both generation routes, as ``ovserve.api.routes.generate`` drives them."""
+
+    def __init__(self, models: ModelRegistry, chat: ChatGeneration, completion: CompletionGeneration) -> None:
+        self.models = models
+        self.chat = chat
+        self.completion = completion
+
+    def _model(self, request: req.GenerationRequest, tools: bool) -> ServedModel:
+        model = self.models.get(request.model)
+        if request.think not in (None, False) and model.reasoning_format is None:
+            raise UnsupportedParameterError(
+                f"model '{model.name}' does not support thinking (no reasoning format was chosen for it)",
+                param="think",
+            )
+        if tools and model.tool_format is None:
+            raise UnsupportedParameterError(
+                f"model '{model.name}' does not support tools (no tool-call format was chosen for it)", param="tools"
+            )
+        return model
+
+    async def prepare(self, request: req.ChatRequest | req.GenerateRequest, caller: str) -> OllamaCall:
+        timing = Timing()
+        job: Job
+        if isinstance(request, req.ChatRequest):
+            self._model(request, bool(request.tools) and request.forced != "none")
+            job = await self.chat.prepare(chat_conversation(request))
+        else:
+            self._model(request, False)
+            _refuse_generate_fields(request)
+            if request.raw:
+                sampled = sampling(request.options, stream=request.stream)
+                job = await self.completion.prepare(
+                    Prompts(model=request.model, prompts=[request.prompt], sampling=sampled)
+                )
+            else:
+                job = await self.chat.prepare(generate_conversation(request))
+        return OllamaCall(request, job, timing)
+
+    async def complete(self, call: OllamaCall) -> OllamaLine:
+        """The stream's lines merged: its texts concatenated, its calls in order, its last line's stats."""
+        content, thinking, calls = [], [], []
+        last: OllamaLine | None = None
+        async with contextlib.aclosing(self.stream(call)) as lines:
+            async for line in lines:
+                last = line
+                if isinstance(line, ChatResponse):
+                    content.append(line.message.content)
+                    thinking.append(line.message.thinking or "")
+                    calls.extend(line.message.tool_calls or [])
+                else:
+                    content.append(line.response)
+                    thinking.append(line.thinking or "")
+        assert last is not None  # the stream always ends with its done line
+        if isinstance(last, ChatResponse):
+            message = MessageBody(role="assistant", content="".join(content))
+            if any(thinking):
+                message.thinking = "".join(thinking)
+            if calls:
+                message.tool_calls = calls
+            last.message = message
+        else:
+            last.response = "".join(content)
+            if any(thinking):
+                last.thinking = "".join(thinking)
+        return last
+
+    async def stream(self, call: OllamaCall) -> AsyncGenerator[OllamaLine, None]:
+        job, timing = call.job, call.timing
+        timing.admitted = time.perf_counter_ns()
+        finish = "stop"
+        async with contextlib.aclosing(job.steps()) as steps:
+            async for delta in steps:
+                if delta.first and not timing.first_output:
+                    timing.first_output = time.perf_counter_ns()
+                finish = delta.finish_reason or finish
+                if delta.content or delta.reasoning or delta.tool_calls:
+                    yield _line(call, delta)
+        timing.finished = time.perf_counter_ns()
+        stats = timing.stats(job, finish)
+        last = _line(call, None)
+        for name in Stats.model_fields:
+            setattr(last, name, getattr(stats, name))
+        yield last
+
+    def failure_event(self, call: OllamaCall, error: OvserveError) -> ErrorResponse:
+        return ErrorResponse(error=error.message)
+
+
+def _line(call: OllamaCall, delta: Delta | None) -> OllamaLine:
+    model, created = call.job.model.name, timestamp()
+    content = delta.content if delta is not None else ""
+    thinking = delta.reasoning if delta is not None else ""
+    if not call.chat:
+        line = GenerateResponse(model=model, created_at=created, response=content, done=delta is None)
+        if thinking:
+            line.thinking = thinking
+        return line
+    message = MessageBody(role="assistant", content=content)
+    if thinking:
+        message.thinking = thinking
+    if delta is not None and delta.tool_calls:
+        message.tool_calls = [
+            ToolCallBody(
+                id=parsed.id,
+                function=CalledFunction(
+                    index=delta.calls_before + offset, name=parsed.name, arguments=_arguments(parsed)
+                ),
+            )
+            for offset, parsed in enumerate(delta.tool_calls)
+        ]
+    return ChatResponse(model=model, created_at=created, message=message, done=delta is None)
+
+
+def _refuse_generate_fields(request: req.GenerateRequest) -> None:
+    """Fields of /api/generate that cannot be honoured here: a 400 each, never silently dropped."""
+    if request.template:
+        raise UnsupportedParameterError(
+            "'template' (a Go template) is not supported: the model's own chat template renders the prompt; "
+            "send 'raw': true with a prompt you formatted yourself",
+            param="template",
+        )
+    if request.suffix:
+        raise UnsupportedParameterError(f"model '{request.model}' does not support insert ('suffix')", param="suffix")
+    if request.context:
+        raise UnsupportedParameterError(
+            "'context' (token ids of an earlier answer) is not supported: send the conversation to /api/chat",
+            param="context",
+        )
+    if request.raw and request.images:
+        raise BadRequestError("'images' need the chat template: send them without 'raw'", param="images")

@@ -1,0 +1,149 @@
+"""The bodies Ollama's ``/api/*`` routes answer with (field names and meanings as Ollama's API
+documents them; durations in nanoseconds, timestamps RFC 3339 in UTC)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from ovserve.dialects.body import Body, JsonObject
+from ovserve.errors import OvserveError, TooManyRequestsError
+
+DoneReason = Literal["stop", "length", "load", "unload"]
+
+
+def timestamp(at: datetime | None = None) -> str:
+    """RFC 3339 with microseconds and ``Z``, as Ollama writes ``created_at``."""
+    return (at or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
+
+
+class CalledFunction(Body):
+    index: int | None = None
+    name: str
+    arguments: JsonObject
+
+
+class ToolCall(Body):
+    id: str | None = None
+    function: CalledFunction
+
+
+class Message(Body):
+    role: Literal["assistant"]
+    content: str
+    thinking: str | None = None
+    tool_calls: list[ToolCall] | None = None
+
+
+class Stats(Body):
+    """What the last line of a stream (and a unary answer) adds."""
+
+    done_reason: DoneReason | None = None
+    total_duration: int | None = None
+    load_duration: int | None = None
+    prompt_eval_count: int | None = None
+    prompt_eval_duration: int | None = None
+    eval_count: int | None = None
+    eval_duration: int | None = None
+
+
+class ChatResponse(Stats):
+    """A line of an ``/api/chat`` stream, or its unary answer."""
+
+    model: str
+    created_at: str
+    message: Message
+    done: bool
+
+
+class GenerateResponse(Stats):
+    """A line of an ``/api/generate`` stream, or its unary answer."""
+
+    model: str
+    created_at: str
+    response: str
+    thinking: str | None = None
+    done: bool
+
+
+class ErrorResponse(Body):
+    """Every Ollama error: a status code and ``{"error": "..."}`` (also a stream's last line)."""
+
+    error: str
+
+
+class EmbedResponse(Body):
+    model: str
+    embeddings: list[list[float]]
+    total_duration: int
+    load_duration: int
+    prompt_eval_count: int
+
+
+class EmbeddingsResponse(Body):
+    embedding: list[float]
+
+
+class ModelDetails(Body):
+    parent_model: str
+    format: str
+    family: str
+    families: list[str] | None
+    parameter_size: str
+    quantization_level: str
+
+
+class ListedModel(Body):
+    """A model of ``/api/tags``."""
+
+    name: str
+    model: str
+    modified_at: str
+    size: int
+    digest: str
+    details: ModelDetails
+
+
+class TagsResponse(Body):
+    models: list[ListedModel]
+
+
+class RunningModel(Body):
+    """A model of ``/api/ps``: loaded now."""
+
+    name: str
+    model: str
+    size: int
+    digest: str
+    details: ModelDetails
+    expires_at: str
+    size_vram: int
+    context_length: int
+
+
+class ProcessResponse(Body):
+    models: list[RunningModel]
+
+
+class ShowResponse(Body):
+    modelfile: str
+    parameters: str
+    template: str
+    details: ModelDetails
+    model_info: JsonObject
+    capabilities: list[str]
+    modified_at: str
+
+
+class VersionResponse(Body):
+    version: str
+
+
+def error_status(error: OvserveError) -> int:
+    """The status Ollama answers ``error`` with: ovserve's, except a full queue, which Ollama
+    answers 503 ("server busy")."""
+    return 503 if isinstance(error, TooManyRequestsError) else error.status
+
+
+def error_body(message: str) -> JsonObject:
+    return ErrorResponse(error=message).dump()
