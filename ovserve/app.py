@@ -50,7 +50,7 @@ def _json_error(body: dict[str, Any], status: int) -> web.Response:
 def _error_response(request: web.Request, error: OvserveError) -> web.Response:
     """``error`` in the shape of the dialect ``request`` speaks (``table.error_dialect``)."""
     if table.error_dialect(request) == "ollama":
-        response = _json_error(ollama.error_body(error.message), ollama.error_status(error))
+        response = _json_error(ollama.error_body(ollama.error_message(error)), ollama.error_status(error))
     else:
         response = _json_error(error.body(), error.status_for(request_dialect(request)))
     response.headers.update(error.headers())

@@ -1,6 +1,7 @@
 """The OpenAPI 3.1 document of the POST endpoints and the model list, served at ``GET /openapi.json``.
 
-Every POST route the server registers is described once, under its ``/v3`` path: the ``/v1`` and
+Every POST route the server registers is described once, under its ``/v3`` path (except Ollama's
+``/api/*``, described in docs/ollama.md and not yet here): the ``/v1`` and
 unprefixed paths are aliases served by the same handlers and are not repeated
 (``tests/unit/test_openapi.py`` walks a built app's router to keep it so). The operations are the
 generation endpoints (chat, completions, responses) and the retrieval ones (embeddings, rerank,

@@ -57,6 +57,7 @@ from ovserve.dialects.ollama.response import (
     ErrorResponse,
     GenerateResponse,
     Stats,
+    error_message,
     timestamp,
 )
 from ovserve.dialects.ollama.response import Message as MessageBody
@@ -318,7 +319,7 @@ class OllamaEndpoint:
         yield last
 
     def failure_event(self, call: OllamaCall, error: OvserveError) -> ErrorResponse:
-        return ErrorResponse(error=error.message)
+        return ErrorResponse(error=error_message(error))
 
 
 def _line(call: OllamaCall, delta: Delta | None) -> OllamaLine:

@@ -145,5 +145,12 @@ def error_status(error: OvserveError) -> int:
     return 503 if isinstance(error, TooManyRequestsError) else error.status
 
 
+def error_message(error: OvserveError) -> str:
+    """Ollama's error is one string: the field at fault leads it, where the message does not name it."""
+    if error.param and error.param not in error.message:
+        return f"{error.param}: {error.message}"
+    return error.message
+
+
 def error_body(message: str) -> JsonObject:
     return ErrorResponse(error=message).dump()
