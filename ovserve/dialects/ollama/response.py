@@ -47,23 +47,37 @@ class Stats(Body):
     eval_duration: int | None = None
 
 
-class ChatResponse(Stats):
-    """A line of an ``/api/chat`` stream, or its unary answer."""
+class ChatResponse(Body):
+    """A line of an ``/api/chat`` stream, or its unary answer (the last line adds the :class:`Stats`)."""
 
     model: str
     created_at: str
     message: Message
     done: bool
+    done_reason: DoneReason | None = None
+    total_duration: int | None = None
+    load_duration: int | None = None
+    prompt_eval_count: int | None = None
+    prompt_eval_duration: int | None = None
+    eval_count: int | None = None
+    eval_duration: int | None = None
 
 
-class GenerateResponse(Stats):
-    """A line of an ``/api/generate`` stream, or its unary answer."""
+class GenerateResponse(Body):
+    """A line of an ``/api/generate`` stream, or its unary answer (the last line adds the :class:`Stats`)."""
 
     model: str
     created_at: str
     response: str
     thinking: str | None = None
     done: bool
+    done_reason: DoneReason | None = None
+    total_duration: int | None = None
+    load_duration: int | None = None
+    prompt_eval_count: int | None = None
+    prompt_eval_duration: int | None = None
+    eval_count: int | None = None
+    eval_duration: int | None = None
 
 
 class ErrorResponse(Body):
