@@ -17,6 +17,7 @@ import httpx
 import ollama
 import pytest
 
+from tests import images
 from tests.conftest import ROOT, Server, start_config_server
 
 LLM, EMBED = "tiny-llm", "tiny-embed"
@@ -164,3 +165,31 @@ def test_errors_are_4xx_in_ollamas_shape(client: ollama.Client) -> None:
     with pytest.raises(ollama.ResponseError) as pull:
         client.pull("llama3")
     assert pull.value.status_code == 400 and "ovserve export" in pull.value.error
+
+
+def test_images_reach_a_vlm_as_base64(vlm_server: Server) -> None:
+    """The ollama client sends images as base64 (bytes here); the VLM sees them (its prompt grows by
+    the image's tokens), in chat and generate alike."""
+    client = ollama.Client(host=vlm_server.url, timeout=120)
+    red = images.solid((255, 0, 0))
+    options = {"temperature": 0, "num_predict": 4}
+    plain = client.chat(
+        model=vlm_server.model_name, messages=[{"role": "user", "content": "What is it?"}], options=options
+    )
+    seen = client.chat(
+        model=vlm_server.model_name,
+        messages=[{"role": "user", "content": "What is it?", "images": [red]}],
+        options=options,
+        stream=False,
+    )
+    assert seen.prompt_eval_count and plain.prompt_eval_count
+    assert seen.prompt_eval_count > plain.prompt_eval_count
+    generated = client.generate(model=vlm_server.model_name, prompt="What is it?", images=[red], options=options)
+    assert generated.done and generated.prompt_eval_count == seen.prompt_eval_count
+    with pytest.raises(ollama.ResponseError) as corrupt:
+        client.chat(
+            model=vlm_server.model_name,
+            messages=[{"role": "user", "content": "x", "images": [images.corrupt_png()]}],
+            options=options,
+        )
+    assert corrupt.value.status_code == 400 and "messages.0.images.0" in corrupt.value.error
