@@ -42,6 +42,7 @@ from ovserve.dialects.ollama.response import (
 )
 from ovserve.dialects.ollama.response import Message as MessageBody
 from ovserve.errors import BadRequestError, DeadlineExceededError, OvserveError, bad_request
+from ovserve.models.served import ModelRegistry
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +70,15 @@ class NDJSONWriter(SSEWriter):
         await self.response.write_eof()
 
 
-def _parse(payload: Any, model: type[Parsed]) -> Parsed:
+def _parse(payload: Any, model: type[Parsed], models: ModelRegistry) -> Parsed:
     try:
         parsed = model.model_validate(payload)
     except ValidationError as exc:
         raise bad_request(exc) from None
-    if isinstance(parsed, OllamaRequest) and parsed.unknown_fields():
-        log.info("ollama request to %r: ignoring fields %s", parsed.model, parsed.unknown_fields())
+    if isinstance(parsed, OllamaRequest):
+        parsed.model = info.served_name(models, parsed.model)
+        if parsed.unknown_fields():
+            log.info("ollama request to %r: ignoring fields %s", parsed.model, parsed.unknown_fields())
     return parsed
 
 
@@ -96,7 +99,7 @@ def _loaded(request: web.Request, name: str, *, chat: bool) -> web.Response:
 
 
 async def chat(request: web.Request) -> web.StreamResponse:
-    parsed = _parse(await read_json_object(request), ChatRequest)
+    parsed = _parse(await read_json_object(request), ChatRequest, request.app[keys.MODELS])
     if not parsed.messages:
         return _loaded(request, parsed.model, chat=True)
     endpoint = request.app[keys.OLLAMA]
@@ -104,7 +107,7 @@ async def chat(request: web.Request) -> web.StreamResponse:
 
 
 async def generate_text(request: web.Request) -> web.StreamResponse:
-    parsed = _parse(await read_json_object(request), GenerateRequest)
+    parsed = _parse(await read_json_object(request), GenerateRequest, request.app[keys.MODELS])
     if not parsed.prompt and not parsed.images:
         return _loaded(request, parsed.model, chat=False)
     endpoint = request.app[keys.OLLAMA]
@@ -130,7 +133,7 @@ async def _embed(request: web.Request, texts: list[str], name: str, **fields: An
 
 async def embed(request: web.Request) -> web.Response:
     started = time.perf_counter_ns()
-    parsed = _parse(await read_json_object(request), EmbedRequest)
+    parsed = _parse(await read_json_object(request), EmbedRequest, request.app[keys.MODELS])
     done = await _embed(request, parsed.inputs, parsed.model, truncate=parsed.truncate, dimensions=parsed.dimensions)
     return json_response(
         EmbedResponse(
@@ -144,7 +147,7 @@ async def embed(request: web.Request) -> web.Response:
 
 
 async def embeddings(request: web.Request) -> web.Response:
-    parsed = _parse(await read_json_object(request), EmbeddingsRequest)
+    parsed = _parse(await read_json_object(request), EmbeddingsRequest, request.app[keys.MODELS])
     done = await _embed(request, [parsed.prompt], parsed.model, truncate=True, dimensions=None, param="prompt")
     return json_response(EmbeddingsResponse(embedding=done.vectors[0].tolist()))
 
@@ -159,8 +162,9 @@ async def ps(request: web.Request) -> web.Response:
 
 
 async def show(request: web.Request) -> web.Response:
-    parsed = _parse(await read_json_object(request), ShowRequest)
-    return json_response(info.show(request.app[keys.MODELS].get(parsed.model_name)))
+    parsed = _parse(await read_json_object(request), ShowRequest, request.app[keys.MODELS])
+    models = request.app[keys.MODELS]
+    return json_response(info.show(models.get(info.served_name(models, parsed.model_name))))
 
 
 async def version(request: web.Request) -> web.Response:

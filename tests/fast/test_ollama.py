@@ -238,3 +238,14 @@ async def test_stream_failure_is_an_error_line(serve) -> None:
     assert r.status in (200, 500)
     last = httpx.Response(200, content=text.splitlines()[-1]).json()
     assert set(last) == {"error"}
+
+
+async def test_a_latest_tag_names_the_served_model(serve) -> None:
+    served = await serve(fast_model(reply("ok")))
+    client = client_of(served)
+    answer = await client.chat(model=f"{MODEL}:latest", messages=[{"role": "user", "content": "x"}], stream=False)
+    assert answer.model == MODEL and answer.message.content == "ok"
+    assert (await client.show(f"{MODEL}:latest")).capabilities
+    with pytest.raises(ollama.ResponseError) as other_tag:
+        await client.chat(model=f"{MODEL}:7b", messages=[{"role": "user", "content": "x"}])
+    assert other_tag.value.status_code == 404

@@ -23,7 +23,7 @@ from ovserve.dialects.ollama.response import (
     ShowResponse,
     timestamp,
 )
-from ovserve.models.served import ServedModel
+from ovserve.models.served import ModelRegistry, ServedModel
 
 # A model that never unloads: as far ahead as Ollama's own "keep_alive: -1" shows.
 NEVER = "2318-01-01T00:00:00Z"
@@ -38,6 +38,19 @@ _PARAMETER_NAMES = {
     "frequency_penalty": "frequency_penalty",
     "max_new_tokens": "num_predict",
 }
+
+
+# Ollama names a model "name:tag" and reads "name" as "name:latest"; clients send either.
+LATEST = ":latest"
+
+
+def served_name(models: ModelRegistry, name: str) -> str:
+    """``name`` as served here: ``x:latest`` is ``x`` when only ``x`` is served (unknown names stay
+    as sent, for the registry's 404)."""
+    names = {model.name for model in models}
+    if name not in names and name.endswith(LATEST) and name.removesuffix(LATEST) in names:
+        return name.removesuffix(LATEST)
+    return name
 
 
 def _files(model: ServedModel) -> list[Path]:
