@@ -68,6 +68,8 @@ CASES: list[tuple[str, str, dict[str, Any] | bytes, int, str]] = [
     ("suffix", "/api/generate", {"prompt": "def f(", "suffix": ")"}, 400, "suffix"),
     ("context", "/api/generate", {"prompt": "hi", "context": [1, 2]}, 400, "context"),
     ("raw with images", "/api/generate", {"prompt": "hi", "raw": True, "images": ["iVBORw0KGgo="]}, 400, "images"),
+    ("raw with format", "/api/generate", {"prompt": "hi", "raw": True, "format": "json"}, 400, "format"),
+    ("raw with think", "/api/generate", {"prompt": "hi", "raw": True, "think": "low"}, 400, "think"),
     ("prompt too long", "/api/generate", {"prompt": "x" * 5000}, 400, "prompt"),
     ("embed to a chat model", "/api/embed", {"input": "hi"}, 400, "embeddings"),
     ("embed an empty list", "/api/embed", {"input": []}, 400, "input"),

@@ -362,5 +362,8 @@ def _refuse_generate_fields(request: req.GenerateRequest) -> None:
             "'context' (token ids of an earlier answer) is not supported: send the conversation to /api/chat",
             param="context",
         )
-    if request.raw and request.images:
-        raise BadRequestError("'images' need the chat template: send them without 'raw'", param="images")
+    if request.raw:
+        # raw prompts skip the template (think's switches) and the chat path (its grammar): no silent drop.
+        for name, value in (("images", request.images), ("format", request.format), ("think", request.think)):
+            if value not in (None, "", [], False):
+                raise BadRequestError(f"'{name}' needs the chat template: send it without 'raw'", param=name)
