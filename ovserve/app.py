@@ -18,6 +18,8 @@ from ovserve.api.routes import request_dialect
 from ovserve.core.chat import ChatGeneration
 from ovserve.core.completion import CompletionGeneration
 from ovserve.core.media import MediaResolver
+from ovserve.dialects.anthropic import response as anthropic
+from ovserve.dialects.anthropic.adapter import MessagesEndpoint
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
@@ -45,12 +47,25 @@ def _json_error(body: dict[str, Any], status: int) -> web.Response:
     return web.Response(text=json.dumps(body, ensure_ascii=True), status=status, content_type="application/json")
 
 
-def _error_response(error: OvserveError, dialect: str | None = None) -> web.Response:
-    response = _json_error(error.body(), error.status_for(dialect))
+def _error_response(request: web.Request, error: OvserveError) -> web.Response:
+    """``error`` in the shape of the dialect ``request`` speaks (``table.error_dialect``)."""
+    if table.error_dialect(request) == "anthropic":
+        response = _json_error(anthropic.error_body(error), anthropic.error_status(error))
+    else:
+        response = _json_error(error.body(), error.status_for(request_dialect(request)))
     response.headers.update(error.headers())
     if error.closes_connection:
         response.force_close()
     return response
+
+
+def _status_response(request: web.Request, status: int, message: str, code: str | None = None) -> web.Response:
+    """An answer that is only an HTTP status and a message (aiohttp's own refusals, our crashes)."""
+    if table.error_dialect(request) == "anthropic":
+        return _json_error(anthropic.ErrorResponse.plain(status, message).dump(), status)
+    return _json_error(
+        error_body(message, "invalid_request_error" if status < 500 else "server_error", code=code), status
+    )
 
 
 # Sent when building the real answer failed: it cannot fail itself.
@@ -62,7 +77,8 @@ _LAST_RESORT_BODY = (
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The one place where failures become HTTP responses in OpenAI's error shape; never fails itself."""
+    """The one place where failures become HTTP responses, in the error shape of the request's
+    dialect (OpenAI's; Anthropic's on its routes); never fails itself."""
     try:
         return await _answer(request, handler)
     except (asyncio.CancelledError, ConnectionResetError):
@@ -78,27 +94,27 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except OvserveError as exc:
-        return _error_response(exc, request_dialect(request))
+        return _error_response(request, exc)
     except web.HTTPNotFound:
-        return _error_response(NotFoundError(f"no route for {request.method} {request.path}"))
+        return _error_response(request, NotFoundError(f"no route for {request.method} {request.path}"))
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
         return _error_response(
-            MethodNotAllowedError(f"{request.method} is not allowed on {request.path} (use {allowed})")
+            request, MethodNotAllowedError(f"{request.method} is not allowed on {request.path} (use {allowed})")
         )
     except web.HTTPRequestEntityTooLarge as exc:
-        return _error_response(PayloadTooLargeError(f"the request body is larger than {exc.text or 'the limit'}"))
+        return _error_response(
+            request, PayloadTooLargeError(f"the request body is larger than {exc.text or 'the limit'}")
+        )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        body = error_body(exc.reason, "invalid_request_error" if exc.status < 500 else "server_error")
-        return _json_error(body, exc.status)
+        return _status_response(request, exc.status, exc.reason)
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
-        body = error_body("internal server error; see the server log", "server_error", code="internal_error")
-        return _json_error(body, 500)
+        return _status_response(request, 500, "internal server error; see the server log", code="internal_error")
 
 
 def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKeys | None = None) -> web.Application:
@@ -134,6 +150,7 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
         max_bytes=int(settings.responses_store_max_mb * 1024 * 1024),
     )
     app[keys.RESPONSES] = ResponsesEndpoint(chat, store)
+    app[keys.MESSAGES] = MessagesEndpoint(chat)
     app[keys.LOOP_LAG] = LoopLagMonitor()
     app[keys.METRICS] = metrics
     app[keys.METRICS].watch(models, app[keys.LOOP_LAG], store)

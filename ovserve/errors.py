@@ -54,7 +54,23 @@ class BadRequestError(OvserveError):
 
 
 class ContextLengthExceededError(BadRequestError):
+    """The prompt (``prompt_tokens`` of at most ``maximum``, when the prompt itself is too long) or
+    the prompt and the output asked for do not fit the model."""
+
     default_code = "context_length_exceeded"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        prompt_tokens: int | None = None,
+        maximum: int | None = None,
+    ) -> None:
+        super().__init__(message, param=param, code=code)
+        self.prompt_tokens = prompt_tokens
+        self.maximum = maximum
 
 
 class UnsupportedParameterError(BadRequestError):

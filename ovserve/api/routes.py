@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
@@ -18,6 +18,7 @@ from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_p
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.core.job import Job
+from ovserve.dialects.anthropic.response import ModelInfo, ModelList
 from ovserve.dialects.body import Body as BodyModel
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
@@ -42,6 +43,7 @@ from ovserve.errors import (
 )
 from ovserve.json_types import JsonObject
 from ovserve.metrics import RequestRecorder
+from ovserve.models.served import ServedModel
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,15 @@ async def read_json_object(request: web.Request) -> JsonObject:
 
 
 RequestModel = TypeVar("RequestModel", bound=SamplingRequest)
+# Anthropic's clients send it on every request: it selects Anthropic's shapes on shared routes.
+ANTHROPIC_HEADER = "anthropic-version"
+
+
+def anthropic_model_list(models: Iterable[ServedModel]) -> ModelList:
+    data = [ModelInfo.of(model.name, model.created) for model in models]
+    return ModelList(
+        data=data, has_more=False, first_id=data[0].id if data else None, last_id=data[-1].id if data else None
+    )
 
 
 def request_dialect(request: web.Request) -> str | None:
@@ -152,7 +163,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
 async def generate(
     request: web.Request,
     endpoint_name: str,
-    parse: Callable[[JsonObject], SamplingRequest],
+    parse: Callable[[JsonObject], BaseModel],
     endpoint: GenerationEndpoint[Any, CallT],
     *,
     writer: type[SSEWriter] = SSEWriter,
@@ -301,6 +312,8 @@ async def detokenize(request: web.Request) -> web.Response:
 
 async def list_models(request: web.Request) -> web.Response:
     models = request.app[keys.MODELS]
+    if request.headers.get(ANTHROPIC_HEADER) is not None:
+        return json_response(anthropic_model_list(models))
     return json_response(
         {
             "object": "list",
@@ -314,6 +327,8 @@ async def list_models(request: web.Request) -> web.Response:
 
 async def get_model(request: web.Request) -> web.Response:
     model = request.app[keys.MODELS].get(request.match_info["name"])
+    if request.headers.get(ANTHROPIC_HEADER) is not None:
+        return json_response(ModelInfo.of(model.name, model.created))
     return json_response({"id": model.name, "object": "model", "created": model.created, "owned_by": "ovserve"})
 
 

@@ -2,9 +2,9 @@
 
 A :class:`Route` names its canonical path, the prefixes it is also served under (OpenAI clients
 call ``/v1``, llama.cpp clients no prefix at all), whether it answers without an API key (probes),
-whether it keeps answering during a drain (probes and scrapes must see the drain), and for the
-OpenAPI document whether it is a documented POST operation. The auth and drain middlewares ask
-:func:`route_of` instead of keeping path lists of their own.
+whether it keeps answering during a drain (probes and scrapes must see the drain), and the error
+shape it answers in (:func:`error_dialect`: OpenAI's, or Anthropic's on the Messages routes). The
+auth, drain and error middlewares ask :func:`route_of` instead of keeping path lists of their own.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Literal
 from aiohttp import web
 
 from ovserve.api import routes
+from ovserve.api.anthropic import count_tokens, create_message
 from ovserve.api.openapi import openapi_json
 from ovserve.api.responses import create_response, delete_response, get_response
 
@@ -24,6 +25,13 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # The OpenAI API's own version prefix, and what else the same handlers answer under.
 API_PREFIXES = ("/v3", "/v1", "")
 MODEL_LIST_PREFIXES = ("/v3", "/v1")
+# Anthropic clients call /v1; /v3 is ovserve's own prefix.
+ANTHROPIC_PREFIXES = ("/v1", "/v3")
+
+# Whose error shape a route answers in: OpenAI's, Anthropic's, or (routes both speak, and requests
+# that matched no route) Anthropic's when the request carries Anthropic's version header.
+ErrorDialect = Literal["openai", "anthropic"]
+ANTHROPIC_HEADER = "anthropic-version"
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,7 @@ class Route:
     open: bool = False  # answered without an API key
     while_draining: bool = False  # still answered once SIGTERM started a drain
     metrics: bool = False  # /metrics: open with --metrics_public
+    errors: ErrorDialect | Literal["by_header"] = "openai"
 
     @property
     def paths(self) -> list[str]:
@@ -51,8 +60,10 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/rerank", routes.rerank, API_PREFIXES),
     Route("POST", "/tokenize", routes.tokenize, API_PREFIXES),
     Route("POST", "/detokenize", routes.detokenize, API_PREFIXES),
-    Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES),
-    Route("GET", "/models/{name}", routes.get_model, MODEL_LIST_PREFIXES),
+    Route("POST", "/messages", create_message, ANTHROPIC_PREFIXES, errors="anthropic"),
+    Route("POST", "/messages/count_tokens", count_tokens, ANTHROPIC_PREFIXES, errors="anthropic"),
+    Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES, errors="by_header"),
+    Route("GET", "/models/{name}", routes.get_model, MODEL_LIST_PREFIXES, errors="by_header"),
     Route("GET", "/v2/health/live", routes.health_live, open=True, while_draining=True),
     Route("GET", "/v2/health/ready", routes.health_ready, open=True, while_draining=True),
     Route("GET", "/v2/models/{name}/ready", routes.model_ready, open=True, while_draining=True),
@@ -82,6 +93,14 @@ def is_open(request: web.Request, *, metrics_public: bool) -> bool:
 def answered_while_draining(request: web.Request) -> bool:
     route = route_of(request)
     return route is not None and route.while_draining
+
+
+def error_dialect(request: web.Request) -> ErrorDialect:
+    """The error shape ``request`` is answered in (see :data:`ErrorDialect`)."""
+    route = route_of(request)
+    if route is not None and route.errors != "by_header":
+        return route.errors
+    return "anthropic" if ANTHROPIC_HEADER in request.headers else "openai"
 
 
 def route_of(request: web.Request) -> Route | None:
