@@ -80,8 +80,12 @@ RequestModel = TypeVar("RequestModel", bound=SamplingRequest)
 ANTHROPIC_HEADER = "anthropic-version"
 
 
+def _context_length(model: ServedModel) -> int | None:
+    return model.context_length if model.task == "text_generation" else None
+
+
 def anthropic_model_list(models: Iterable[ServedModel]) -> ModelList:
-    data = [ModelInfo.of(model.name, model.created) for model in models]
+    data = [ModelInfo.of(model.name, model.created, _context_length(model)) for model in models]
     return ModelList(
         data=data, has_more=False, first_id=data[0].id if data else None, last_id=data[-1].id if data else None
     )
@@ -328,7 +332,7 @@ async def list_models(request: web.Request) -> web.Response:
 async def get_model(request: web.Request) -> web.Response:
     model = request.app[keys.MODELS].get(request.match_info["name"])
     if request.headers.get(ANTHROPIC_HEADER) is not None:
-        return json_response(ModelInfo.of(model.name, model.created))
+        return json_response(ModelInfo.of(model.name, model.created, _context_length(model)))
     return json_response({"id": model.name, "object": "model", "created": model.created, "owned_by": "ovserve"})
 
 

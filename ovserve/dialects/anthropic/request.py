@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
-from ovserve.errors import by_type, tag
+from ovserve.errors import by_type, str_or_list, tag
 from ovserve.json_types import JsonObject
 
 # Anthropic's image types (its Messages reference: "image/jpeg", "image/png", "image/gif", "image/webp").
@@ -90,7 +90,13 @@ ToolResultPart = Annotated[
 class ToolResultBlock(Lenient):
     type: Literal["tool_result"]
     tool_use_id: str = Field(min_length=1)
-    content: str | list[ToolResultPart] | None = None
+    content: (
+        Annotated[
+            Annotated[str, Tag(tag("str"))] | Annotated[list[ToolResultPart], Tag(tag("list"))],
+            Discriminator(str_or_list),
+        ]
+        | None
+    ) = None
     is_error: bool | None = None
 
 
@@ -119,11 +125,19 @@ ContentBlock = Annotated[
 class MessageParam(Lenient):
     # "system": Claude Code sends a system message inside messages (its mid-conversation-system beta).
     role: Literal["user", "assistant", "system"]
-    content: str | list[ContentBlock]
+    content: Annotated[
+        Annotated[str, Tag(tag("str"))] | Annotated[list[ContentBlock], Tag(tag("list"))],
+        Discriminator(str_or_list),
+    ]
 
     @property
     def blocks(self) -> list[Any]:
         return [TextBlock(type="text", text=self.content)] if isinstance(self.content, str) else list(self.content)
+
+
+# The system prompt's blocks: text only (a discriminated union of one, so that another type is
+# reported as "system.N.type").
+SystemBlock = Annotated[Annotated[TextBlock, Tag(tag("text"))], Discriminator(by_type(None))]
 
 
 # -- tools -----------------------------------------------------------------------------------
@@ -240,7 +254,13 @@ class PromptRequest(Lenient):
 
     model: str = Field(min_length=1)
     messages: list[MessageParam] = Field(min_length=1)
-    system: str | list[TextBlock] | None = None
+    system: (
+        Annotated[
+            Annotated[str, Tag(tag("str"))] | Annotated[list[SystemBlock], Tag(tag("list"))],
+            Discriminator(str_or_list),
+        ]
+        | None
+    ) = None
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None

@@ -210,12 +210,17 @@ class ModelInfo(Body):
     type: Literal["model"]
     id: str
     display_name: str
-    created_at: str  # RFC 3339
+    created_at: str  # RFC 3339: when the server loaded the model
+    lifecycle: Literal["active"]
+    max_input_tokens: int | None = None  # the model's context length
 
     @classmethod
-    def of(cls, name: str, created: int) -> ModelInfo:
+    def of(cls, name: str, created: int, context_length: int | None = None) -> ModelInfo:
         stamp = datetime.fromtimestamp(created, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-        return cls(type="model", id=name, display_name=name, created_at=stamp)
+        info = cls(type="model", id=name, display_name=name, created_at=stamp, lifecycle="active")
+        if context_length is not None:
+            info.max_input_tokens = context_length
+        return info
 
 
 class ModelList(Body):
