@@ -54,19 +54,19 @@ from ovserve.core.job import Choice, Delta, FinishReason
 from ovserve.dialects.anthropic import response as body
 from ovserve.dialects.anthropic.events import BlockBuilder, new_id
 from ovserve.dialects.anthropic.request import (
-    AnyChoice,
-    ImageBlock,
+    ImageBlockParam,
     MessageParam,
     MessagesRequest,
-    NamedChoice,
-    NoneChoice,
     PromptRequest,
-    RedactedThinkingBlock,
-    TextBlock,
-    ThinkingBlock,
-    ThinkingDisabled,
-    ToolResultBlock,
-    ToolUseBlock,
+    RedactedThinkingBlockParam,
+    TextBlockParam,
+    ThinkingBlockParam,
+    ThinkingConfigDisabled,
+    ToolChoiceAny,
+    ToolChoiceNone,
+    ToolChoiceTool,
+    ToolResultBlockParam,
+    ToolUseBlockParam,
 )
 from ovserve.errors import BadRequestError, OvserveError
 from ovserve.json_types import JsonObject
@@ -119,7 +119,7 @@ class _Turns:
     def _system(self, message: MessageParam, origin: str) -> None:
         parts: list[Part] = []
         for position, block in enumerate(message.blocks):
-            if not isinstance(block, TextBlock):
+            if not isinstance(block, TextBlockParam):
                 raise BadRequestError(
                     f"a system message takes text blocks only, not '{block.type}'", param=f"{origin}.content.{position}"
                 )
@@ -132,7 +132,7 @@ class _Turns:
         user: Message | None = self.messages[-1] if self.role == "user" and self.messages[-1].role == "user" else None
         for position, block in enumerate(message.blocks):
             where = f"{origin}.content" if isinstance(message.content, str) else f"{origin}.content.{position}"
-            if isinstance(block, ToolResultBlock):
+            if isinstance(block, ToolResultBlockParam):
                 if block.tool_use_id not in answered:
                     raise BadRequestError(
                         f"unexpected tool_use_id '{block.tool_use_id}' in a tool_result block: each tool_result "
@@ -141,11 +141,13 @@ class _Turns:
                     )
                 self.messages.append(_tool_message(block, where))
                 user = None
-            elif isinstance(block, TextBlock | ImageBlock):
+            elif isinstance(block, TextBlockParam | ImageBlockParam):
                 if user is None:
                     user = Message("user", f"{origin}.content")
                     self.messages.append(user)
-                user.parts.append(Text(block.text, where) if isinstance(block, TextBlock) else _image(block, where))
+                user.parts.append(
+                    Text(block.text, where) if isinstance(block, TextBlockParam) else _image(block, where)
+                )
             else:
                 raise BadRequestError(f"a user message cannot carry a '{block.type}' block", param=f"{where}.type")
         self.tool_use_ids = set()
@@ -156,15 +158,15 @@ class _Turns:
             self.tool_use_ids = set()
         for position, block in enumerate(message.blocks):
             where = f"{origin}.content" if isinstance(message.content, str) else f"{origin}.content.{position}"
-            if isinstance(block, TextBlock):
+            if isinstance(block, TextBlockParam):
                 turn.parts.append(Text(block.text, where))
-            elif isinstance(block, ThinkingBlock):
+            elif isinstance(block, ThinkingBlockParam):
                 turn.parts.append(Reasoning(block.thinking, where))
-            elif isinstance(block, ToolUseBlock):
+            elif isinstance(block, ToolUseBlockParam):
                 arguments = json.dumps(block.input, ensure_ascii=False)
                 turn.parts.append(ToolCall(block.id, block.name, arguments, where))
                 self.tool_use_ids.add(block.id)
-            elif not isinstance(block, RedactedThinkingBlock):
+            elif not isinstance(block, RedactedThinkingBlockParam):
                 raise BadRequestError(
                     f"an assistant message cannot carry a '{block.type}' block", param=f"{where}.type"
                 )
@@ -173,9 +175,9 @@ class _Turns:
         """The final assistant message: the answer starts with its text."""
         texts = []
         for position, block in enumerate(message.blocks):
-            if isinstance(block, TextBlock):
+            if isinstance(block, TextBlockParam):
                 texts.append(block.text)
-            elif not isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+            elif not isinstance(block, ThinkingBlockParam | RedactedThinkingBlockParam):
                 raise BadRequestError(
                     f"a final assistant message (the start of the answer) takes text only, not '{block.type}'",
                     param=f"{origin}.content.{position}.type",
@@ -183,18 +185,18 @@ class _Turns:
         self.continuation = "".join(texts)
 
 
-def _image(block: ImageBlock, where: str) -> Image:
+def _image(block: ImageBlockParam, where: str) -> Image:
     return Image(block.url, f"{where}.source")
 
 
-def _tool_message(block: ToolResultBlock, where: str) -> Message:
+def _tool_message(block: ToolResultBlockParam, where: str) -> Message:
     parts: list[Part] = []
     if isinstance(block.content, str):
         parts.append(Text(block.content, f"{where}.content"))
     else:
         for position, part in enumerate(block.content or []):
             inner = f"{where}.content.{position}"
-            parts.append(Text(part.text, inner) if isinstance(part, TextBlock) else _image(part, inner))
+            parts.append(Text(part.text, inner) if isinstance(part, TextBlockParam) else _image(part, inner))
     if block.is_error:
         first = next((part for part in parts if isinstance(part, Text)), None)
         if first is None:
@@ -207,12 +209,12 @@ def _tool_message(block: ToolResultBlock, where: str) -> Message:
 def _tool_choice(request: PromptRequest) -> tuple[ToolChoice, bool]:
     """The core's tool choice, and whether parallel calls are allowed."""
     choice = request.tool_choice
-    parallel = not (choice is not None and not isinstance(choice, NoneChoice) and choice.disable_parallel_tool_use)
-    if isinstance(choice, AnyChoice):
+    parallel = not (choice is not None and not isinstance(choice, ToolChoiceNone) and choice.disable_parallel_tool_use)
+    if isinstance(choice, ToolChoiceAny):
         return "required", parallel
-    if isinstance(choice, NamedChoice):
+    if isinstance(choice, ToolChoiceTool):
         return ForcedTool(choice.name), parallel
-    if isinstance(choice, NoneChoice):
+    if isinstance(choice, ToolChoiceNone):
         return "none", parallel
     return "auto", parallel
 
@@ -249,7 +251,7 @@ def conversation_of(request: PromptRequest) -> Conversation:
     tool_choice, parallel = _tool_choice(request)
     template_kwargs: JsonObject | None = None
     if request.thinking is not None:
-        template_kwargs = {"enable_thinking": not isinstance(request.thinking, ThinkingDisabled)}
+        template_kwargs = {"enable_thinking": not isinstance(request.thinking, ThinkingConfigDisabled)}
     return Conversation(
         model=request.model,
         messages=turns.messages,
@@ -384,7 +386,7 @@ class MessagesEndpoint:
             model=call.request.model,
             stop_reason=reason,
             stop_sequence=sequence,
-            usage=body.Usage(
+            usage=body.MessageUsage(
                 input_tokens=usage.prompt_tokens,
                 # message_start: Anthropic counts the first token as generated already.
                 output_tokens=usage.completion_tokens if final else max(usage.completion_tokens, 1),

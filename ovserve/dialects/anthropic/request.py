@@ -39,29 +39,29 @@ class Lenient(BaseModel):
 # -- content blocks --------------------------------------------------------------------------
 
 
-class TextBlock(Lenient):
+class TextBlockParam(Lenient):
     type: Literal["text"]
     text: str
 
 
-class Base64Source(Lenient):
+class Base64ImageSource(Lenient):
     type: Literal["base64"]
     media_type: Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
     data: str = Field(min_length=1)
 
 
-class URLSource(Lenient):
+class URLImageSource(Lenient):
     type: Literal["url"]
     url: str = Field(min_length=1)
 
 
 ImageSource = Annotated[
-    Annotated[Base64Source, Tag(tag("base64"))] | Annotated[URLSource, Tag(tag("url"))],
+    Annotated[Base64ImageSource, Tag(tag("base64"))] | Annotated[URLImageSource, Tag(tag("url"))],
     Discriminator(by_type(None)),
 ]
 
 
-class ImageBlock(Lenient):
+class ImageBlockParam(Lenient):
     type: Literal["image"]
     source: ImageSource
 
@@ -69,12 +69,12 @@ class ImageBlock(Lenient):
     def url(self) -> str:
         """What the media policy and loader read: a data URL for base64 data."""
         source = self.source
-        if isinstance(source, Base64Source):
+        if isinstance(source, Base64ImageSource):
             return f"data:{source.media_type};base64,{source.data}"
         return source.url
 
 
-class ToolUseBlock(Lenient):
+class ToolUseBlockParam(Lenient):
     type: Literal["tool_use"]
     id: str = Field(min_length=1)
     name: str = Field(min_length=1)
@@ -82,12 +82,12 @@ class ToolUseBlock(Lenient):
 
 
 ToolResultPart = Annotated[
-    Annotated[TextBlock, Tag(tag("text"))] | Annotated[ImageBlock, Tag(tag("image"))],
+    Annotated[TextBlockParam, Tag(tag("text"))] | Annotated[ImageBlockParam, Tag(tag("image"))],
     Discriminator(by_type(None)),
 ]
 
 
-class ToolResultBlock(Lenient):
+class ToolResultBlockParam(Lenient):
     type: Literal["tool_result"]
     tool_use_id: str = Field(min_length=1)
     content: (
@@ -100,24 +100,24 @@ class ToolResultBlock(Lenient):
     is_error: bool | None = None
 
 
-class ThinkingBlock(Lenient):
+class ThinkingBlockParam(Lenient):
     type: Literal["thinking"]
     thinking: str
     signature: str | None = None
 
 
-class RedactedThinkingBlock(Lenient):
+class RedactedThinkingBlockParam(Lenient):
     type: Literal["redacted_thinking"]
     data: str
 
 
 ContentBlock = Annotated[
-    Annotated[TextBlock, Tag(tag("text"))]
-    | Annotated[ImageBlock, Tag(tag("image"))]
-    | Annotated[ToolUseBlock, Tag(tag("tool_use"))]
-    | Annotated[ToolResultBlock, Tag(tag("tool_result"))]
-    | Annotated[ThinkingBlock, Tag(tag("thinking"))]
-    | Annotated[RedactedThinkingBlock, Tag(tag("redacted_thinking"))],
+    Annotated[TextBlockParam, Tag(tag("text"))]
+    | Annotated[ImageBlockParam, Tag(tag("image"))]
+    | Annotated[ToolUseBlockParam, Tag(tag("tool_use"))]
+    | Annotated[ToolResultBlockParam, Tag(tag("tool_result"))]
+    | Annotated[ThinkingBlockParam, Tag(tag("thinking"))]
+    | Annotated[RedactedThinkingBlockParam, Tag(tag("redacted_thinking"))],
     Discriminator(by_type(None)),
 ]
 
@@ -132,12 +132,12 @@ class MessageParam(Lenient):
 
     @property
     def blocks(self) -> list[Any]:
-        return [TextBlock(type="text", text=self.content)] if isinstance(self.content, str) else list(self.content)
+        return [TextBlockParam(type="text", text=self.content)] if isinstance(self.content, str) else list(self.content)
 
 
 # The system prompt's blocks: text only (a discriminated union of one, so that another type is
 # reported as "system.N.type").
-SystemBlock = Annotated[Annotated[TextBlock, Tag(tag("text"))], Discriminator(by_type(None))]
+SystemBlock = Annotated[Annotated[TextBlockParam, Tag(tag("text"))], Discriminator(by_type(None))]
 
 
 # -- tools -----------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ class InputSchema(Lenient):
     type: Literal["object"]
 
 
-class CustomTool(Lenient):
+class ToolParam(Lenient):
     type: Literal["custom"] | None = None
     name: str = Field(pattern=TOOL_NAME_PATTERN)
     description: str | None = None
@@ -160,14 +160,14 @@ class CustomTool(Lenient):
         return schema
 
 
-class ServerTool(Lenient):
+class ServerToolParam(Lenient):
     """A tool Anthropic runs on its own servers (web search, code execution...): none run here."""
 
     type: str
     name: str | None = None
 
     @model_validator(mode="after")
-    def _refused(self) -> ServerTool:
+    def _refused(self) -> ServerToolParam:
         raise ValueError(
             f"server tool '{self.type}'{f' ({self.name})' if self.name else ''} is not supported by this server; "
             "only custom tools (name, description, input_schema) are"
@@ -181,7 +181,7 @@ def _tool_kind(value: Any) -> str | None:
 
 
 Tool = Annotated[
-    Annotated[CustomTool, Tag(tag("custom"))] | Annotated[ServerTool, Tag(tag("server"))],
+    Annotated[ToolParam, Tag(tag("custom"))] | Annotated[ServerToolParam, Tag(tag("server"))],
     Discriminator(_tool_kind),
 ]
 
@@ -190,28 +190,28 @@ class _Choice(Lenient):
     disable_parallel_tool_use: bool | None = None
 
 
-class AutoChoice(_Choice):
+class ToolChoiceAuto(_Choice):
     type: Literal["auto"]
 
 
-class AnyChoice(_Choice):
+class ToolChoiceAny(_Choice):
     type: Literal["any"]
 
 
-class NamedChoice(_Choice):
+class ToolChoiceTool(_Choice):
     type: Literal["tool"]
     name: str
 
 
-class NoneChoice(Lenient):
+class ToolChoiceNone(Lenient):
     type: Literal["none"]
 
 
 ToolChoice = Annotated[
-    Annotated[AutoChoice, Tag(tag("auto"))]
-    | Annotated[AnyChoice, Tag(tag("any"))]
-    | Annotated[NamedChoice, Tag(tag("tool"))]
-    | Annotated[NoneChoice, Tag(tag("none"))],
+    Annotated[ToolChoiceAuto, Tag(tag("auto"))]
+    | Annotated[ToolChoiceAny, Tag(tag("any"))]
+    | Annotated[ToolChoiceTool, Tag(tag("tool"))]
+    | Annotated[ToolChoiceNone, Tag(tag("none"))],
     Discriminator(by_type(None)),
 ]
 
@@ -219,30 +219,30 @@ ToolChoice = Annotated[
 # -- thinking --------------------------------------------------------------------------------
 
 
-class ThinkingEnabled(Lenient):
+class ThinkingConfigEnabled(Lenient):
     type: Literal["enabled"]
     budget_tokens: int = Field(ge=MIN_THINKING_BUDGET)
 
 
-class ThinkingAdaptive(Lenient):
+class ThinkingConfigAdaptive(Lenient):
     """The model decides how much to think (Claude Code's default): maps like ``enabled``."""
 
     type: Literal["adaptive"]
 
 
-class ThinkingDisabled(Lenient):
+class ThinkingConfigDisabled(Lenient):
     type: Literal["disabled"]
 
 
 Thinking = Annotated[
-    Annotated[ThinkingEnabled, Tag(tag("enabled"))]
-    | Annotated[ThinkingAdaptive, Tag(tag("adaptive"))]
-    | Annotated[ThinkingDisabled, Tag(tag("disabled"))],
+    Annotated[ThinkingConfigEnabled, Tag(tag("enabled"))]
+    | Annotated[ThinkingConfigAdaptive, Tag(tag("adaptive"))]
+    | Annotated[ThinkingConfigDisabled, Tag(tag("disabled"))],
     Discriminator(by_type(None)),
 ]
 
 
-class Metadata(Lenient):
+class MetadataParam(Lenient):
     user_id: str | None = None
 
 
@@ -275,15 +275,15 @@ class PromptRequest(Lenient):
     @model_validator(mode="after")
     def _forced_tool_is_offered(self) -> PromptRequest:
         names = [tool.name for tool in self.custom_tools]
-        if isinstance(self.tool_choice, AnyChoice | NamedChoice) and not names:
+        if isinstance(self.tool_choice, ToolChoiceAny | ToolChoiceTool) and not names:
             raise ValueError(f"tool_choice '{self.tool_choice.type}' needs 'tools'")
-        if isinstance(self.tool_choice, NamedChoice) and self.tool_choice.name not in names:
+        if isinstance(self.tool_choice, ToolChoiceTool) and self.tool_choice.name not in names:
             raise ValueError(f"tool_choice names '{self.tool_choice.name}', which is not in tools {names}")
         return self
 
     @property
-    def custom_tools(self) -> list[CustomTool]:
-        return [tool for tool in self.tools or [] if isinstance(tool, CustomTool)]
+    def custom_tools(self) -> list[ToolParam]:
+        return [tool for tool in self.tools or [] if isinstance(tool, ToolParam)]
 
     def unknown_fields(self) -> list[str]:
         return sorted(self.model_extra or {})
@@ -299,11 +299,11 @@ class MessagesRequest(PromptRequest):
     # The engine takes float32 and refuses 0: the smallest positive value keeps "the top token only".
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=0)
-    metadata: Metadata | None = None
+    metadata: MetadataParam | None = None
 
     @model_validator(mode="after")
     def _budget_below_max_tokens(self) -> MessagesRequest:
-        if isinstance(self.thinking, ThinkingEnabled) and self.thinking.budget_tokens >= self.max_tokens:
+        if isinstance(self.thinking, ThinkingConfigEnabled) and self.thinking.budget_tokens >= self.max_tokens:
             raise ValueError(
                 f"thinking.budget_tokens ({self.thinking.budget_tokens}) must be less than max_tokens "
                 f"({self.max_tokens})"

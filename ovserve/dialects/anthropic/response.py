@@ -72,7 +72,7 @@ class ToolUseBlock(Body):
 ContentBlock = Annotated[TextBlock | ThinkingBlock | ToolUseBlock, Field(discriminator="type")]
 
 
-class Usage(Body):
+class MessageUsage(Body):
     input_tokens: int
     output_tokens: int
     # The prompt tokens the engine's prefix cache served (0 with prefix caching off); nothing is
@@ -89,7 +89,7 @@ class Message(Body):
     model: str
     stop_reason: StopReason | None
     stop_sequence: str | None
-    usage: Usage
+    usage: MessageUsage
 
 
 # -- stream events ---------------------------------------------------------------------------
@@ -168,7 +168,7 @@ class PingEvent(Body):
     type: Literal["ping"]
 
 
-class ErrorObject(Body):
+class ErrorDetail(Body):
     type: ErrorType
     message: str
 
@@ -177,16 +177,16 @@ class ErrorResponse(Body):
     """Anthropic's error body; also the ``error`` event that ends a stream that failed."""
 
     type: Literal["error"]
-    error: ErrorObject
+    error: ErrorDetail
 
     @classmethod
     def of(cls, error: OvserveError) -> ErrorResponse:
-        return cls(type="error", error=ErrorObject(type=error_type(error), message=error_message(error)))
+        return cls(type="error", error=ErrorDetail(type=error_type(error), message=error_message(error)))
 
     @classmethod
     def plain(cls, status: int, message: str) -> ErrorResponse:
         """An error that is only an HTTP status (aiohttp's own refusals)."""
-        return cls(type="error", error=ErrorObject(type=_type_of_status(status), message=message))
+        return cls(type="error", error=ErrorDetail(type=_type_of_status(status), message=message))
 
 
 StreamEvent = Annotated[
