@@ -20,7 +20,7 @@ import pytest
 from tests.anthropic_schema import validate, validate_event
 from tests.conftest import Server, start_server
 
-MODEL = "claude-sonnet-4-5"  # an alias of tiny-llm
+MODEL = "claude-opus-4-8"  # an alias of tiny-llm (Claude Code's default model)
 WEATHER = {
     "name": "get_weather",
     "description": "The weather in a city",
@@ -31,6 +31,8 @@ WEATHER = {
     },
 }
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+# The SDK keeps temperature out of messages.stream(): sent in the body, it makes both calls greedy.
+GREEDY = {"temperature": 0.0}
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +78,10 @@ def test_create_answers_a_message_of_anthropics_shape(client: anthropic.Anthropi
 def test_stream_accumulates_as_the_unary_message_and_events_have_anthropics_shape(
     client: anthropic.Anthropic, server: Server
 ) -> None:
-    with client.messages.stream(model=MODEL, max_tokens=12, messages=ASK, temperature=0.0) as stream:  # type: ignore[arg-type]
+    with client.messages.stream(model=MODEL, max_tokens=12, messages=ASK, extra_body=GREEDY) as stream:  # type: ignore[arg-type]
         texts = list(stream.text_stream)
         streamed = stream.get_final_message()
-    unary = client.messages.create(model=MODEL, max_tokens=12, messages=ASK, temperature=0.0)  # type: ignore[arg-type]
+    unary = client.messages.create(model=MODEL, max_tokens=12, messages=ASK, extra_body=GREEDY)  # type: ignore[arg-type]
     assert "".join(texts) == streamed.content[0].text  # type: ignore[union-attr]
     assert [block.model_dump() for block in streamed.content] == [block.model_dump() for block in unary.content]
     assert (streamed.stop_reason, streamed.usage.output_tokens) == (unary.stop_reason, unary.usage.output_tokens)
