@@ -1,8 +1,9 @@
 """One exception hierarchy for everything a client can be told, and its single mapping to HTTP.
 
-Handlers and services raise these; only :func:`error_body` and the error middleware in
-``ovserve.app`` turn them into responses, so every failure has OpenAI's error shape:
-``{"error": {"message", "type", "param", "code"}}``.
+Handlers and services raise these; only :func:`error_body` (OpenAI's shape,
+``{"error": {"message", "type", "param", "code"}}``) or a dialect's own error body (Anthropic's:
+``ovserve.dialects.anthropic.response``), chosen per route by the error middleware in
+``ovserve.app``, turn them into responses.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from ovserve.engine.messages import AddRequest
 from ovserve.errors import ServiceUnavailableError, TooManyRequestsError
 from ovserve.parsers import REASONING_PARSERS
 from tests.anthropic_schema import validate, validate_event
-from tests.fast.harness import MODEL, Served, fast_model
+from tests.fast.harness import MODEL, Served, eventually, fast_model
 from tests.fast.scripted_engine import DIE, output, reply
 
 VERSION = {"anthropic-version": "2023-06-01"}
@@ -361,3 +361,18 @@ def test_late_system_messages_join_the_system_prompt_where_the_template_refuses_
     assert [(message.role, message.texts) for message in joined] == [("system", ["lead", "late"]), ("user", ["hi"])]
     alone = joined_late_system(messages)
     assert [(message.role, message.texts) for message in alone] == [("system", ["late"]), ("user", ["hi"])]
+
+
+def _endless(add: AddRequest) -> Any:
+    while True:
+        yield [output(add, "word ")]
+
+
+async def test_a_client_that_goes_away_cancels_the_engine_request(serve) -> None:
+    served = await serve(fast_model(_endless))
+    body = {"model": MODEL, "max_tokens": 4000, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+    async with served.client.post("/v1/messages", json=body, headers=VERSION) as response:
+        assert response.status == 200
+        await response.content.readuntil(b"content_block_delta")
+    (add,) = served.engine.adds()
+    await eventually(lambda: add.request_id in served.engine.cancels())

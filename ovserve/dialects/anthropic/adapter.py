@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -396,11 +396,12 @@ class MessagesEndpoint:
         )
 
 
-async def _with_ticks(steps: AsyncIterator[Delta], interval: float) -> AsyncGenerator[Delta | None, None]:
+async def _with_ticks(steps: AsyncGenerator[Delta, None], interval: float) -> AsyncGenerator[Delta | None, None]:
     """``steps``, with None whenever ``interval`` seconds passed without one (a ping is due).
 
-    The next step is awaited in a task of its own, so a tick does not cancel it; leaving early
-    cancels that task, which closes ``steps`` (and cancels the engine request)."""
+    The next step is awaited in a task of its own, so a tick does not cancel it. Leaving early
+    (a disconnect, the deadline) cancels that task and closes ``steps``, which cancels the engine
+    request at once rather than whenever the generator is garbage-collected."""
     pending: asyncio.Task[Any] | None = None
     try:
         while True:
@@ -421,3 +422,4 @@ async def _with_ticks(steps: AsyncIterator[Delta], interval: float) -> AsyncGene
             pending.cancel()
             with contextlib.suppress(BaseException):
                 await pending
+        await steps.aclose()
