@@ -7,6 +7,7 @@ body and event is checked against Anthropic's shapes (tests/fixtures/anthropic).
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import anthropic
 import httpx
 import pytest
 
+from tests import images
 from tests.anthropic_schema import validate, validate_event
 from tests.conftest import Server, start_server
 
@@ -173,3 +175,23 @@ def test_errors_and_the_model_list_are_anthropics(client: anthropic.Anthropic, s
     assert [model.id for model in models.data] == ["tiny-llm"]
     for model in httpx.get(f"{server.url}/v1/models", headers={"anthropic-version": "2023-06-01"}).json()["data"]:
         validate(model, "ModelInfo")
+
+
+def test_images_reach_a_vlm_under_the_media_policy(vlm_server: Server) -> None:
+    client = anthropic.Anthropic(base_url=vlm_server.url, api_key="unused", max_retries=0)
+
+    def ask(source: dict[str, Any]) -> anthropic.types.Message:
+        content = [{"type": "text", "text": "What colour?"}, {"type": "image", "source": source}]
+        return client.messages.create(model="tiny-vlm", max_tokens=4, messages=[{"role": "user", "content": content}])  # type: ignore[arg-type,misc]
+
+    png = base64.b64encode(images.solid(images.RED)).decode()
+    answer = ask({"type": "base64", "media_type": "image/png", "data": png})
+    assert answer.content and answer.usage.input_tokens > 0
+    for source, wording in (
+        ({"type": "url", "url": "http://media.invalid/cat.png"}, "messages.0.content.1.source"),  # not an allowed host
+        ({"type": "base64", "media_type": "image/png", "data": base64.b64encode(b"not a png").decode()}, "messages.0"),
+    ):
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            ask(source)
+        validate(refused.value.body, "ErrorResponse")
+        assert refused.value.body["error"]["message"].startswith(wording), refused.value.body  # type: ignore[index]
