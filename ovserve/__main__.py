@@ -1,4 +1,4 @@
-"""Command line: ``ovserve serve ...`` and ``ovserve export text_generation ...``."""
+"""Command line: ``ovserve serve ...``, ``ovserve export text_generation ...`` and ``ovserve parse ...``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from ovserve import export
+from ovserve import export, parse_cli
 from ovserve.api import keys
 from ovserve.api.auth import ApiKeys
 from ovserve.api.connection import TimedServer
@@ -79,6 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
         "serves. Needs the export extras: pip install 'ovserve[export]'.",
     )
     export.add_export_arguments(exporter)
+    parse = commands.add_parser(
+        "parse",
+        help="parse a model's raw output (stdin) into content, reasoning and tool calls, as the server does",
+        description="Parse a model's raw output text, read from stdin, as the server would: prints the assistant "
+        'message as JSON ({"content", "reasoning_content", "tool_calls"}). For a tool call that came back as '
+        "content: see what each parser makes of the text.",
+    )
+    parse_cli.add_parse_arguments(parse)
     return parser
 
 
@@ -233,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "export":
         return export.run(args)
+    if args.command == "parse":
+        return parse_cli.run(args)
     values = flag_values(args, os.environ)
     log_level = values.get("log_level", ServerSettings.model_fields["log_level"].default)
     try:

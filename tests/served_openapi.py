@@ -21,10 +21,13 @@ class ServedSchemas:
         resource = Resource.from_contents(document, default_specification=DRAFT202012)
         self._registry = Registry().with_resource(_BASE, resource)
 
-    def validate_answer(self, path: str, body: Any, media: str = JSON) -> None:
+    def validate_answer(
+        self, path: str, body: Any, media: str = JSON, *, method: str = "post", status: str = "200"
+    ) -> None:
         """Raise ``jsonschema.ValidationError`` unless ``body`` (one event's data for ``EVENTS``)
-        matches what the document says ``POST path`` answers with."""
-        schema = self.document["paths"][path]["post"]["responses"]["200"]["content"][media]["schema"]
+        matches what the document says ``method path`` answers with (``path`` as the document
+        writes it, e.g. ``/v3/models/{name}``)."""
+        schema = self.document["paths"][path][method]["responses"][status]["content"][media]["schema"]
         self._validator(schema["$ref"]).validate(body)
 
     def validate_component(self, name: str, body: Any) -> None:

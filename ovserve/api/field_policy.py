@@ -166,13 +166,6 @@ FIELD_RULES: tuple[FieldRule, ...] = (
     FieldRule("modalities", Treatment.REFUSED, "only text output exists", _text_modalities, endpoints=CHAT_ONLY),
     FieldRule("audio", Treatment.REFUSED, "only text output exists", _empty, endpoints=CHAT_ONLY),
     FieldRule(
-        "reasoning_effort",
-        Treatment.REFUSED,
-        "pass the model's own switch in chat_template_kwargs (e.g. enable_thinking)",
-        _empty,
-        endpoints=CHAT_ONLY,
-    ),
-    FieldRule(
         "verbosity", Treatment.REFUSED, "an OpenAI model hint with no engine equivalent", _empty, endpoints=CHAT_ONLY
     ),
     FieldRule("web_search_options", Treatment.REFUSED, "ovserve has no web search", _empty, endpoints=CHAT_ONLY),

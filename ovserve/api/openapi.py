@@ -1,10 +1,11 @@
-"""The OpenAPI 3.1 document of the POST endpoints, served at ``GET /openapi.json``.
+"""The OpenAPI 3.1 document of the POST endpoints and the model list, served at ``GET /openapi.json``.
 
 Every POST route the server registers is described once, under its ``/v3`` path: the ``/v1`` and
 unprefixed paths are aliases served by the same handlers and are not repeated
 (``tests/unit/test_openapi.py`` walks a built app's router to keep it so). The operations are the
 generation endpoints (chat, completions, responses) and the retrieval ones (embeddings, rerank,
-tokenize, detokenize).
+tokenize, detokenize), and two GETs: ``/v3/models`` and ``/v3/models/{name}`` (OpenAI's model
+objects with ovserve's ``ovserve`` extension: the parsers each model's output goes through).
 
 The request bodies are the JSON schemas of the very pydantic models the routes validate with
 (:mod:`ovserve.dialects.openai.request`), so the document cannot drift from what the server accepts; it is what
@@ -61,6 +62,7 @@ from ovserve.dialects.openai.chat.response import ChatCompletion, ChatCompletion
 from ovserve.dialects.openai.common import ErrorBody
 from ovserve.dialects.openai.completions.request import CompletionRequest
 from ovserve.dialects.openai.completions.response import Completion, CompletionStreamEvent
+from ovserve.dialects.openai.models import ModelList, ModelObject
 from ovserve.dialects.openai.request import MAX_STOP_SEQUENCES, SamplingRequest
 from ovserve.dialects.openai.responses.request import ResponsesRequest
 from ovserve.dialects.openai.responses.response import Response, ResponseStreamEvent
@@ -204,6 +206,36 @@ _OPERATIONS: tuple[_Operation, ...] = (
     ),
 )
 
+
+@dataclass(frozen=True)
+class _Read:
+    """A documented GET: no body; ``{name}`` in the path is a served model's name."""
+
+    path: str
+    operation_id: str
+    summary: str
+    answer: type[Body]
+    description: str  # what the answer is
+
+
+_READS: tuple[_Read, ...] = (
+    _Read(
+        "/v3/models",
+        "listModels",
+        "List the served models",
+        ModelList,
+        "The served models, each with the parsers its output goes through ('ovserve', an extension)",
+    ),
+    _Read(
+        "/v3/models/{name}",
+        "retrieveModel",
+        "Retrieve a served model",
+        ModelObject,
+        "The model, with the parsers its output goes through ('ovserve', an extension)",
+    ),
+)
+_NO_SUCH_MODEL = "'name' names no model served here"
+
 _ANNOTATIONS = ("title", "description", "default", "examples")
 
 # ChatMessage._content_required: content (non-null) unless the assistant calls tools.
@@ -277,6 +309,22 @@ def _operation(operation: _Operation) -> dict[str, Any]:
     }
 
 
+def _read_operation(read: _Read, model_names: list[str]) -> dict[str, Any]:
+    error = {"application/json": {"schema": _ref(ErrorBody.__name__)}}
+    content = {"application/json": {"schema": _ref(read.answer.__name__)}}
+    operation: dict[str, Any] = {
+        "summary": read.summary,
+        "operationId": read.operation_id,
+        "responses": {"200": {"description": read.description, "content": content}},
+    }
+    if "{name}" in read.path:
+        # Any other name is the 404 (an empty enum would leave the operation no valid call).
+        name: dict[str, Any] = {"type": "string", "enum": model_names} if model_names else {"type": "string"}
+        operation["parameters"] = [{"name": "name", "in": "path", "required": True, "schema": name}]
+        operation["responses"]["404"] = {"description": _NO_SUCH_MODEL, "content": error}
+    return operation
+
+
 @functools.cache
 def _schemas() -> dict[str, Any]:
     """The request models (validation) and the answers, stream events and error body (serialization),
@@ -289,6 +337,8 @@ def _schemas() -> dict[str, Any]:
         if operation.events is not None:
             name, events = operation.events
             inputs.append((name, "serialization", TypeAdapter(events).core_schema))
+    for read in _READS:
+        inputs.append((read.answer.__name__, "serialization", read.answer.__pydantic_core_schema__))
     for error in (ErrorBody, ErrorResponse):
         inputs.append((error.__name__, "serialization", error.__pydantic_core_schema__))
     generated, definitions = GenerateJsonSchema(ref_template=_REF).generate_definitions(inputs)
@@ -316,7 +366,10 @@ def openapi_document(served: Mapping[str, str]) -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "ovserve", "version": __version__},
-        "paths": {operation.path: {"post": _operation(operation)} for operation in _OPERATIONS},
+        "paths": {
+            **{operation.path: {"post": _operation(operation)} for operation in _OPERATIONS},
+            **{read.path: {"get": _read_operation(read, names)} for read in _READS},
+        },
         "components": {"schemas": schemas},
     }
 

@@ -18,12 +18,13 @@ from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_p
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.core.job import Job
-from ovserve.dialects.anthropic.response import ModelInfo, ModelList
+from ovserve.dialects.anthropic import response as anthropic
 from ovserve.dialects.body import Body as BodyModel
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.completions.request import CompletionRequest
+from ovserve.dialects.openai.models import ModelList, ModelObject
 from ovserve.dialects.openai.request import SamplingRequest
 from ovserve.dialects.openai.responses.store import OPEN_OWNER
 from ovserve.dialects.openai.retrieval.request import (
@@ -84,9 +85,9 @@ def _context_length(model: ServedModel) -> int | None:
     return model.context_length if model.task == "text_generation" else None
 
 
-def anthropic_model_list(models: Iterable[ServedModel]) -> ModelList:
-    data = [ModelInfo.of(model.name, model.created, _context_length(model)) for model in models]
-    return ModelList(
+def anthropic_model_list(models: Iterable[ServedModel]) -> anthropic.ModelList:
+    data = [anthropic.ModelInfo.of(model.name, model.created, _context_length(model)) for model in models]
+    return anthropic.ModelList(
         data=data, has_more=False, first_id=data[0].id if data else None, last_id=data[-1].id if data else None
     )
 
@@ -318,22 +319,14 @@ async def list_models(request: web.Request) -> web.Response:
     models = request.app[keys.MODELS]
     if request.headers.get(ANTHROPIC_HEADER) is not None:
         return json_response(anthropic_model_list(models))
-    return json_response(
-        {
-            "object": "list",
-            "data": [
-                {"id": model.name, "object": "model", "created": model.created, "owned_by": "ovserve"}
-                for model in models
-            ],
-        }
-    )
+    return json_response(ModelList.of(models))
 
 
 async def get_model(request: web.Request) -> web.Response:
     model = request.app[keys.MODELS].get(request.match_info["name"])
     if request.headers.get(ANTHROPIC_HEADER) is not None:
-        return json_response(ModelInfo.of(model.name, model.created, _context_length(model)))
-    return json_response({"id": model.name, "object": "model", "created": model.created, "owned_by": "ovserve"})
+        return json_response(anthropic.ModelInfo.of(model.name, model.created, _context_length(model)))
+    return json_response(ModelObject.of(model))
 
 
 async def health_live(request: web.Request) -> web.Response:

@@ -26,6 +26,7 @@ from ovserve.errors import BadRequestError, UnsupportedParameterError
 from ovserve.models.chat_template import TemplateMessage
 from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.models.vision import image_tag
+from ovserve.parsers import format_markers
 
 
 @dataclass(kw_only=True)
@@ -63,10 +64,7 @@ class ChatJob(Job):
 def special_markers(model: ServedModel, *, with_tools: bool) -> frozenset[str]:
     """The markers of this model's active formats that its tokenizer declares special tokens:
     decoding must keep them for the parsers to see (``ovserve.parsers.base``)."""
-    markers: set[str] = set(model.reasoning_format.special_tokens if model.reasoning_format else ())
-    if with_tools and model.tool_format is not None:
-        markers.update(model.tool_format.special_tokens)
-    return frozenset(markers & model.special_tokens)
+    return format_markers(model.tool_format if with_tools else None, model.reasoning_format) & model.special_tokens
 
 
 def _content(message: Message, first_image: int) -> str | None:
@@ -167,7 +165,7 @@ class ChatGeneration:
         tools = conversation.offered_tools()
         template_tools = [tool.template_object() for tool in tools] or None
         prompt = await model.render_prompt(
-            templated, template_tools, conversation.template_kwargs, param=conversation.prompt_origin
+            templated, template_tools, conversation.template_variables(), param=conversation.prompt_origin
         )
         prompt += conversation.continuation
         counted = prompt

@@ -9,6 +9,11 @@ own request, of the field it came from (``messages.2.content.1.image_url`` for c
 a prompt too long, a schema it cannot compile) is raised once, with that path as ``param``; no
 dialect translates another dialect's errors.
 
+Reasoning effort (chat's ``reasoning_effort``, Responses' ``reasoning.effort``) reaches the model
+through its chat template, the only switch an open model has: :meth:`Conversation.template_variables`
+passes ``reasoning_effort`` (gpt-oss's harmony template writes ``Reasoning: low|medium|high``) and
+``enable_thinking`` (Qwen3-style templates), unless the client's ``chat_template_kwargs`` set them.
+
 Contract for adapters: build it from a request that validated, keep parts in the client's order
 (image placeholders are numbered across the conversation in order), and give each piece the path
 a client of that dialect would fix.
@@ -58,6 +63,14 @@ class Reasoning:
 
 
 Part = Text | Image | ToolCall | Reasoning
+# OpenAI's ReasoningEffort enum, every value of it.
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+# The effort a template is given: open models know low / medium / high (gpt-oss's harmony
+# system message; OVMS's gpt-oss template also takes "none"); OpenAI's levels above high are
+# high for them, the others are passed as sent.
+_TEMPLATE_EFFORT: dict[ReasoningEffort, str] = {"xhigh": "high", "max": "high"}
+# Efforts that ask for no (or next to no) reasoning: thinking switched off where a template can.
+_NO_THINKING: frozenset[ReasoningEffort] = frozenset({"none", "minimal"})
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -193,7 +206,8 @@ class Conversation:
     tool_choice_origin: str = "tool_choice"
     parallel_tool_calls: bool = True
     output_format: OutputFormat | None = None
-    template_kwargs: JsonObject | None = None
+    template_kwargs: JsonObject | None = None  # the client's chat_template_kwargs
+    reasoning_effort: ReasoningEffort | None = None
     # System messages after the conversation's start: kept in place where the model's template
     # renders them there, else joined to the leading system message (Anthropic: Claude Code sends
     # one mid-conversation). Off: they reach the template as sent.
@@ -201,6 +215,20 @@ class Conversation:
     # Text the assistant's turn starts with (Anthropic's final assistant message, "prefill"): the
     # prompt ends with it and the output continues it.
     continuation: str = ""
+
+    def template_variables(self) -> JsonObject | None:
+        """What the chat template gets besides the messages and tools: the client's
+        ``chat_template_kwargs``, plus the reasoning effort as the template switches that carry it
+        (see the module docstring). The client's own kwargs win; a template that reads neither
+        switch renders as without them."""
+        if self.reasoning_effort is None:
+            return self.template_kwargs
+        variables: JsonObject = {
+            "reasoning_effort": _TEMPLATE_EFFORT.get(self.reasoning_effort, self.reasoning_effort),
+            "enable_thinking": self.reasoning_effort not in _NO_THINKING,
+        }
+        variables.update(self.template_kwargs or {})
+        return variables
 
     @property
     def forces_tool_call(self) -> bool:

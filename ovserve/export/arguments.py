@@ -22,7 +22,7 @@ from typing import Any
 
 from ovserve.export.report import ExportError, stage
 from ovserve.export.repository import GraphOptions
-from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
+from ovserve.parsers import PARSER_OFF, REASONING_PARSERS, TOOL_PARSERS
 from ovserve.settings.graph import PIPELINE_TYPES
 
 WEIGHT_FORMATS = ("fp32", "fp16", "int8", "int4")
@@ -90,9 +90,18 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> Any:
     text.add_argument("--draft_model_name", help="the draft's sub-directory name (default: from its source)")
     text.add_argument("--max_prompt_len", type=int, help="NPU only: longest prompt in tokens")
     text.add_argument("--prompt_lookup_decoding", action="store_true", help="serve with prompt-lookup decoding")
-    # The server's parser registry: a graph naming another parser would not load.
-    text.add_argument("--tool_parser", choices=sorted(TOOL_PARSERS), help="default: detected from the chat template")
-    text.add_argument("--reasoning_parser", choices=sorted(REASONING_PARSERS))
+    # The server's parser registry: a graph naming another parser would not load. Omitted, the
+    # server detects the parser from the chat template when it loads the model.
+    text.add_argument(
+        "--tool_parser",
+        choices=[*sorted(TOOL_PARSERS), PARSER_OFF],
+        help=f"default: detected from the chat template when served; {PARSER_OFF}: no tool-call parsing",
+    )
+    text.add_argument(
+        "--reasoning_parser",
+        choices=[*sorted(REASONING_PARSERS), PARSER_OFF],
+        help=f"default: detected from the chat template when served; {PARSER_OFF}: no reasoning parsing",
+    )
     return tasks
 
 

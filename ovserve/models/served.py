@@ -6,12 +6,10 @@ import asyncio
 import concurrent.futures
 import fnmatch
 import functools
-import json
 import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind
@@ -24,9 +22,9 @@ from ovserve.models.drafting import DraftingStats
 from ovserve.models.threads import started_thread
 from ovserve.models.tokenizer import PromptTokenizer
 from ovserve.models.vision import VisionModel
-from ovserve.parsers import detect_tool_parser, reasoning_parser, tool_parser
+from ovserve.parsers import ModelParsers, choose_parsers
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
-from ovserve.parsers.detect import read_special_tokens
+from ovserve.parsers.detect import read_chat_template, read_special_tokens
 from ovserve.settings.schema import ModelSettings, ServerSettings, read_context_length
 
 log = logging.getLogger(__name__)
@@ -34,21 +32,6 @@ log = logging.getLogger(__name__)
 # Conversations shorter than this (characters of message text) render on the event loop: a
 # thread hop would cost more than the rendering.
 _INLINE_RENDER_CHARS = 64 * 1024
-
-
-def _read_template_from_files(model_dir: Path) -> str | None:
-    jinja_file = model_dir / "chat_template.jinja"
-    if jinja_file.is_file():
-        return jinja_file.read_text(encoding="utf-8")
-    try:
-        config = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    template = config.get("chat_template")
-    if isinstance(template, list):  # HF's named templates: use "default"
-        named = {item.get("name"): item.get("template") for item in template if isinstance(item, dict)}
-        template = named.get("default")
-    return template if isinstance(template, str) else None
 
 
 @dataclass
@@ -64,9 +47,12 @@ class ServedModel:
     admission: Admission
     created: int = 0
     vision: VisionModel | None = None  # set for a VLM (the model dir has a vision encoder)
-    # How this model writes tool calls and reasoning (graph options, else detected from the template).
+    # How this model writes tool calls and reasoning (graph options, else detected at load:
+    # ovserve.parsers.choose_parsers).
     tool_format: ToolCallFormat | None = None
     reasoning_format: ReasoningFormat | None = None
+    # The names chosen for them at load and why (None: the formats were set directly).
+    parsers: ModelParsers | None = None
     # The texts of the tokenizer's special tokens (formats whose markers are special need them kept).
     special_tokens: frozenset[str] = frozenset()
     # Renders long conversations off the event loop (see render_prompt); started at load.
@@ -144,13 +130,22 @@ class ServedModel:
         spec = settings.engine_spec()
 
         tokenizer = ov_genai.Tokenizer(str(spec.model_path))
-        source = tokenizer.chat_template or _read_template_from_files(spec.model_path)
+        source = tokenizer.chat_template or read_chat_template(spec.model_path)
         template = None
         if source:
             template = ChatTemplate(source, bos_token=tokenizer.get_bos_token(), eos_token=tokenizer.get_eos_token())
             template.compile()
         elif spec.kind.generates:
             log.warning("model %r has no chat template; /chat/completions will refuse requests", spec.name)
+        special_tokens = read_special_tokens(spec.model_path)
+        parsers = choose_parsers(
+            tool_parser=settings.tool_parser,
+            reasoning_parser=settings.reasoning_parser,
+            chat_template=source,
+            special_tokens=special_tokens,
+        )
+        if spec.kind.generates:
+            log.info("model %r: %s", spec.name, parsers.describe())
         return cls(
             settings=settings,
             spec=spec,
@@ -165,9 +160,10 @@ class ServedModel:
             context_length=spec.max_input_tokens or read_context_length(spec.model_path),
             created=int(time.time()),
             vision=VisionModel.detect(spec.model_path),
-            tool_format=tool_parser(settings.tool_parser) if settings.tool_parser else detect_tool_parser(source),
-            reasoning_format=reasoning_parser(settings.reasoning_parser) if settings.reasoning_parser else None,
-            special_tokens=read_special_tokens(spec.model_path),
+            tool_format=parsers.tool_format,
+            reasoning_format=parsers.reasoning_format,
+            parsers=parsers,
+            special_tokens=special_tokens,
             admission=Admission(spec.name, server.max_queued_requests, server.max_prompt_tokens_in_flight),
         )
 

@@ -23,9 +23,13 @@ from the text before the parsers see it (``ovserve.core.chat``).
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import json
 import logging
 import re
+import secrets
+import string
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -81,6 +85,11 @@ def decode_json(payload: str) -> Any:
         raise PayloadError(f"not JSON: {exc}") from exc
 
 
+def nine_alphanumerics() -> str:
+    """A tool-call id as Mistral's chat templates demand it (and vLLM and OVMS generate it)."""
+    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(9))
+
+
 def regex_literal(text: str) -> str:
     """``text`` as a regex matching itself; a newline is written ``\\n`` (the engine's regex dialect)."""
     return re.escape(text).replace("\\\n", "\\n")
@@ -99,6 +108,160 @@ def json_object_call(begin: str, end: str, *, arguments_key: str = "arguments") 
         return f"{regex_literal(begin)}({schema_regex(schema)}){regex_literal(end)}"
 
     return call_regex
+
+
+# -- arguments written as text (XML-style formats: Qwen3-Coder, GLM, MiniCPM5) -------------------
+
+_NOT_DECODED = object()
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean"),  # before int: a bool is an int in Python
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "unknown")
+
+
+def _schema_types(schema: Any) -> set[str] | None:
+    """The JSON types a property schema admits; None when it does not say (no ``type``,
+    ``enum``, ``const``, or an ``anyOf``/``oneOf`` of typed alternatives)."""
+    if not isinstance(schema, dict):
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {kind}
+    if isinstance(kind, list) and kind and all(isinstance(name, str) for name in kind):
+        return set(kind)
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return {_json_type(value) for value in schema["enum"]}
+    if "const" in schema:
+        return {_json_type(schema["const"])}
+    for combinator in ("anyOf", "oneOf"):
+        options = schema.get(combinator)
+        if isinstance(options, list) and options:
+            union: set[str] = set()
+            for option in options:
+                types = _schema_types(option)
+                if types is None:
+                    return None
+                union |= types
+            return union
+    return None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN/Infinity: json.loads accepts them, clients would not
+
+
+def _decode_literal(text: str) -> Any:
+    """``text`` as JSON, else as a Python literal (``True``, ``None``, ``{'k': 'v'}``: what
+    templates that render values with ``| string`` teach); ``_NOT_DECODED`` when neither."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        value = ast.literal_eval(text)
+        json.dumps(value, allow_nan=False)  # sets, bytes, complex, nan: not a JSON value
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _NOT_DECODED
+    return value
+
+
+def property_schema(tools: ToolSchemas, tool: str, argument: str) -> Any:
+    """The schema of ``argument`` in ``tool``'s parameters; None when the tool was not offered or
+    does not declare the property."""
+    parameters = tools.get(tool)
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    if not isinstance(properties, dict):
+        return None
+    return properties.get(argument)
+
+
+def typed_value(text: str, schema: Any) -> Any:
+    """An argument value the model wrote as text -> its JSON value, typed by the property's schema.
+
+    A string property keeps the text as it is (a nullable one reads ``null``/``None`` as null; one
+    that also admits other types takes the text's JSON value when it is one of them). Any other
+    typed property is JSON-decoded, else read as a Python literal (``True``/``False``/``None``,
+    single-quoted containers), else kept as the text. A property of unknown type (no schema, an
+    undeclared argument, an unknown tool) is its JSON value when the text is JSON, else the text.
+    Callers strip the format's own delimiters (Qwen3-Coder's newline around the value) first.
+    """
+    types = _schema_types(schema)
+    if types is None:
+        try:
+            return json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            return text
+    if "string" in types:
+        if "null" in types and text.strip().lower() in ("null", "none"):
+            return None
+        others = types - {"string", "null"}
+        if others:
+            value = _decode_literal(text.strip())
+            kind = _json_type(value)
+            if kind in others or (kind == "integer" and "number" in others):
+                return value
+        return text
+    if "boolean" in types and text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
+    value = _decode_literal(text.strip())
+    return text if value is _NOT_DECODED else value
+
+
+def text_value_regex(schema: Any, schema_regex: SchemaRegex) -> str:
+    """The regex of an argument value written as text, for the :data:`CallRegex` of XML-style
+    formats; :func:`typed_value` reads what it admits back as the same value.
+
+    A property that is only a string is raw text without ``<`` (the markup's delimiter: a forced
+    string value cannot contain ``<``): its ``enum``/``const`` the literal texts, its ``pattern``
+    or ``format`` the unquoted string regex, its length bounds a bounded repeat. A nullable or
+    mixed string property is any such text. Every other property is its compact JSON
+    (``schema_regex``, which also refuses keywords the grammar cannot enforce).
+    """
+    json_regex = schema_regex(schema)
+    types = _schema_types(schema)
+    if not types or "string" not in types:
+        return json_regex
+    if types != {"string"}:
+        return "[^<]*"
+    literals = schema.get("enum") if isinstance(schema.get("enum"), list) else None
+    if "const" in schema:
+        literals = [schema["const"]]
+    if literals is not None:
+        return "(" + "|".join(regex_literal(value) for value in literals) + ")"
+    if "pattern" in schema or "format" in schema:
+        # outlines-core writes these as '"regex"' or '("regex")': the quotes are JSON's, not the text's.
+        inner = json_regex[2:-2] if json_regex.startswith('("') and json_regex.endswith('")') else json_regex[1:-1]
+        return f"({inner})"
+    low, high = schema.get("minLength"), schema.get("maxLength")
+    if isinstance(low, int) or isinstance(high, int):
+        return f"[^<]{{{low if isinstance(low, int) else 0},{high if isinstance(high, int) else ''}}}"
+    return "[^<]*"
+
+
+def schema_arguments(parameters: Any) -> list[tuple[str, Any, bool]]:
+    """(name, schema, required) of each declared property of a tool's parameters schema, in the
+    schema's order, for call regexes that write arguments one by one. The schema's ``$defs`` /
+    ``definitions`` go along with each property so its ``$ref`` still resolve."""
+    if not isinstance(parameters, dict) or not isinstance(parameters.get("properties"), dict):
+        return []
+    required: list[Any] = parameters["required"] if isinstance(parameters.get("required"), list) else []
+    shared = {key: parameters[key] for key in ("$defs", "definitions") if key in parameters}
+    arguments = []
+    for name, schema in parameters["properties"].items():
+        if shared and isinstance(schema, dict):
+            schema = {**shared, **schema}
+        arguments.append((name, schema, name in required))
+    return arguments
 
 
 @dataclass
@@ -164,6 +327,25 @@ class ToolCallFormat:
     special_tokens: tuple[str, ...] = ()
     # Formats the marker machine cannot describe: a whole-output parser (module docstring).
     stream_parser: Callable[[ParserContext], OutputParser] | None = None
+    # The ids this family's chat template accepts back in the next turn, when it is picky
+    # (Mistral's templates refuse any tool-call id that is not 9 alphanumerics); None: call_<hex>.
+    call_id: Callable[[], str] | None = None
+    # (start, end) pairs for start markers whose block does not close with ``end`` (None: it runs
+    # to the end of the output): a format with several spellings of its block (Kimi's singular
+    # and plural sections, LFM2's tagged list next to a bare pythonic list).
+    block_ends: tuple[tuple[str, str | None], ...] = ()
+
+    def end_of(self, start: str) -> str | None:
+        """The marker that closes a block opened by ``start``."""
+        for marker, end in self.block_ends:
+            if marker == start:
+                return end
+        return self.end
+
+    # Formats whose argument values are free text (XML-style): given the payload before an ``end``,
+    # whether it stops inside a value. Then that ``end`` is the value's text (code that mentions
+    # ``</tool_call>``) and the block reads on to the next one.
+    open_payload: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -181,6 +363,7 @@ class ToolCallExtractor:
         self._pending = ""  # content that may be the beginning of a start marker
         self._block: str | None = None  # inside a call block: its text so far (marker included)
         self._marker = ""
+        self._end: str | None = None  # what closes the open block (fmt.end_of its marker)
         self._seen_text = False  # start_of_output_only markers are over once text was emitted
 
     def push(self, text: str) -> Extracted:
@@ -201,7 +384,7 @@ class ToolCallExtractor:
         if self._block is not None:
             block, self._block = self._block + self._pending, None
             self._pending = ""
-            if self._fmt.end is None:
+            if self._end is None:
                 self._decode_into(block, out)
             else:
                 out.content += block  # unterminated: not a call after all
@@ -230,7 +413,7 @@ class ToolCallExtractor:
         if best is not None:
             position, marker = best
             self._emit_content(out, text[:position])
-            self._block, self._marker = marker, marker
+            self._block, self._marker, self._end = marker, marker, self._fmt.end_of(marker)
             self._pending = text[position + len(marker) :]
             return True
         # No marker yet: keep back whatever could still become one.
@@ -260,7 +443,7 @@ class ToolCallExtractor:
 
     def _consume_block(self, out: Extracted) -> bool:
         assert self._block is not None
-        end = self._fmt.end
+        end = self._end
         if end is None:
             self._block += self._pending
             self._pending = ""
@@ -269,6 +452,9 @@ class ToolCallExtractor:
         if position == -1:
             return False  # wait for the end marker (finish() handles a block that never closes)
         block = self._block + self._pending[: position + len(end)]
+        if self._fmt.open_payload is not None and self._fmt.open_payload(block[len(self._marker) : -len(end)]):
+            self._block, self._pending = block, self._pending[position + len(end) :]
+            return True
         self._pending = self._pending[position + len(end) :]
         self._block = None
         self._decode_into(block, out)
@@ -276,8 +462,8 @@ class ToolCallExtractor:
 
     def _decode_into(self, block: str, out: Extracted) -> None:
         payload = block[len(self._marker) :]
-        if self._fmt.end is not None and payload.endswith(self._fmt.end):
-            payload = payload[: -len(self._fmt.end)]
+        if self._end is not None and payload.endswith(self._end):
+            payload = payload[: -len(self._end)]
         if self._marker in self._fmt.marker_in_payload:
             payload = self._marker + payload
         try:
@@ -287,6 +473,8 @@ class ToolCallExtractor:
             log.warning("%s tool call not parsed, returned as content: %s", self._fmt.name, exc)
             self._emit_content(out, block)
             return
+        if self._fmt.call_id is not None:
+            calls = [dataclasses.replace(call, id=self._fmt.call_id()) for call in calls]
         out.tool_calls.extend(calls)
         self._seen_text = True
 
@@ -363,6 +551,20 @@ class ReasoningSplitter:
             out.content = self._pending
         self._pending = ""
         return out
+
+
+def inside_json_string(text: str) -> bool:
+    """An ``open_payload`` for JSON payloads: whether ``text`` ends inside a JSON string (an odd
+    count of unescaped quotes), where the block's end marker is argument text."""
+    inside = escaped = False
+    for char in text:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = inside
+        elif char == '"':
+            inside = not inside
+    return inside
 
 
 def _suffix_prefix(text: str, marker: str) -> int:

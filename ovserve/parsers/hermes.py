@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ovserve.parsers.base import ToolCall, ToolCallFormat, ToolSchemas, call_from_object, decode_json, json_object_call
+from ovserve.parsers.base import (
+    ToolCall,
+    ToolCallFormat,
+    ToolSchemas,
+    call_from_object,
+    decode_json,
+    inside_json_string,
+    json_object_call,
+)
 
 
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
@@ -16,4 +24,5 @@ FORMAT = ToolCallFormat(
     decode=decode,
     json_call_wrap=("<tool_call>\n", "\n</tool_call>"),
     call_regex=json_object_call("<tool_call>\n", "\n</tool_call>"),
+    open_payload=inside_json_string,
 )

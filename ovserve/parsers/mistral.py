@@ -1,20 +1,30 @@
 """Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`` (v3 tokenizers) or
-``[TOOL_CALLS]name[ARGS]{...}`` repeated (v11+ tokenizers)."""
+``[TOOL_CALLS]name[ARGS]{...}`` repeated (v11+ tokenizers), where v13+ may put the model's call
+id between the name and the arguments, ``name[CALL_ID]id[ARGS]{...}`` (vLLM
+``vllm/entrypoints/openai/tool_parsers/mistral_tool_parser.py`` skips that id and gives the call its own; so does
+this parser). Magistral's reasoning, ``[THINK]...[/THINK]`` at the start of the output (vLLM
+``vllm/reasoning/mistral_reasoning_parser.py``), is the reasoning format ``mistral``. All these
+markers are control tokens of Mistral's tokenizers (``special_tokens``)."""
 
 from __future__ import annotations
 
 from ovserve.parsers.base import (
     PayloadError,
+    ReasoningFormat,
     ToolCall,
     ToolCallFormat,
     ToolSchemas,
     call_from_object,
     decode_json,
     json_object_call,
+    nine_alphanumerics,
 )
 
 MARKER = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
+CALL_ID = "[CALL_ID]"
+THINK = "[THINK]"
+THINK_END = "[/THINK]"
 
 
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
@@ -25,10 +35,11 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
         return [call_from_object(item) for item in items]
     calls = []
     for part in payload.split(MARKER):
-        name, separator, arguments = part.partition(ARGS)
+        head, separator, arguments = part.partition(ARGS)
         if not separator:
             raise PayloadError(f"expected name{ARGS}{{...}}")
-        calls.append(call_from_object({"name": name.strip(), "arguments": decode_json(arguments.strip())}))
+        name = head.partition(CALL_ID)[0].strip()
+        calls.append(call_from_object({"name": name, "arguments": decode_json(arguments.strip())}))
     return calls
 
 
@@ -38,5 +49,8 @@ FORMAT = ToolCallFormat(
     end=None,
     decode=decode,
     call_regex=json_object_call(f"{MARKER}[", "]"),
-    special_tokens=(MARKER, ARGS),
+    special_tokens=(MARKER, ARGS, CALL_ID),
+    call_id=nine_alphanumerics,
 )
+
+REASONING_FORMAT = ReasoningFormat(name="mistral", start=THINK, end=THINK_END, special_tokens=(THINK, THINK_END))

@@ -41,7 +41,7 @@ from pydantic.fields import FieldInfo
 
 from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, RetrievalSettings, SchedulerSettings
 from ovserve.errors import first_complaint
-from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
+from ovserve.parsers import PARSER_OFF, REASONING_PARSERS, TOOL_PARSERS
 from ovserve.settings.graph import GraphError, GraphSettings, parse_graph, read_config
 
 log = logging.getLogger(__name__)
@@ -123,11 +123,12 @@ class ModelSettings(BaseModel):
     tool_parser: str | None = Field(
         default=None,
         description=f"how the model writes tool calls ({', '.join(sorted(TOOL_PARSERS))}; "
-        "default: detected from the chat template)",
+        f"{PARSER_OFF}: no tool-call parsing; default: detected from the chat template)",
     )
     reasoning_parser: str | None = Field(
         default=None,
-        description=f"how the model writes its reasoning ({', '.join(sorted(REASONING_PARSERS))}; default: none)",
+        description=f"how the model writes its reasoning ({', '.join(sorted(REASONING_PARSERS))}; "
+        f"{PARSER_OFF}: no reasoning parsing; default: detected from the chat template)",
     )
     enable_tool_guided_generation: bool = Field(
         default=False, description="with tool_choice auto, constrain a call the model starts to the request's tools"
@@ -207,8 +208,9 @@ class ModelSettings(BaseModel):
     @classmethod
     def _registered_parser(cls, value: str | None, info: ValidationInfo) -> str | None:
         registry = TOOL_PARSERS if info.field_name == "tool_parser" else REASONING_PARSERS
-        if value is not None and value not in registry:
-            raise ValueError(f"unknown {info.field_name} '{value}' (known: {', '.join(sorted(registry))})")
+        if value is not None and value != PARSER_OFF and value not in registry:
+            known = ", ".join([*sorted(registry), PARSER_OFF])
+            raise ValueError(f"unknown {info.field_name} '{value}' (known: {known})")
         return value
 
     @model_validator(mode="after")

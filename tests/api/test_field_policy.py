@@ -25,7 +25,6 @@ REFUSED_EXAMPLES: dict[str, tuple[Any, Any]] = {
     "response_format": ({"type": "json_object"}, {"type": "text"}),
     "modalities": (["text", "audio"], ["text"]),
     "audio": ({"voice": "alloy", "format": "wav"}, {}),
-    "reasoning_effort": ("high", ""),
     "verbosity": ("low", ""),
     "web_search_options": ({"search_context_size": "low"}, {}),
     "moderation": ({"model": "omni-moderation-latest"}, {}),

@@ -20,6 +20,7 @@ from ovserve.models.defaults import ModelDefaults
 from ovserve.models.served import ServedModel
 from ovserve.models.tokenizer import PromptTokenizer
 from ovserve.parsers import hermes
+from ovserve.parsers.base import ToolCallFormat
 from ovserve.settings.schema import ModelSettings, ServerSettings
 from tests.fast.scripted_engine import Script, ScriptedLauncher, reply
 
@@ -77,8 +78,11 @@ def fast_model(
     defaults: dict[str, Any] | None = None,
     max_tokens_limit: int | None = None,
     stall_timeout: float = ServerSettings.model_fields["engine_stall_timeout"].default,
+    template: str = TEMPLATE,
+    tool_format: ToolCallFormat = hermes.FORMAT,
 ) -> FastModel:
-    """A served model without model files: scripted engine, character tokenizer, Hermes tool calls."""
+    """A served model without model files: scripted engine, character tokenizer, Hermes tool calls
+    (unless ``tool_format`` says otherwise), the small chat template above (unless ``template``)."""
     launcher = ScriptedLauncher(script or reply("Hello", "!"))
     # model_construct: the settings' checks want an exported model directory.
     settings = ModelSettings.model_construct(
@@ -92,10 +96,10 @@ def fast_model(
         spec=spec,
         engine=EngineClient(spec, launcher=launcher, stall_timeout=stall_timeout),
         tokenizer=PromptTokenizer(CharTokenizer(), name),
-        template=ChatTemplate(TEMPLATE),
+        template=ChatTemplate(template),
         defaults=ModelDefaults(defaults or {}),
         context_length=context_length,
-        tool_format=hermes.FORMAT,
+        tool_format=tool_format,
         admission=Admission(name, ServerSettings.model_fields["max_queued_requests"].default),
     )
     return FastModel(model, launcher)

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from ovserve.engine.messages import AddRequest
-from ovserve.parsers import reasoning_parser
+from ovserve.parsers import reasoning_parser, tool_parser
 from tests.fast.harness import Served, fast_model
 from tests.fast.scripted_engine import DIE, Script, Step, output, reply
 from tests.served_openapi import EVENTS, ServedSchemas
@@ -164,3 +164,33 @@ async def test_the_documented_answers_refuse_what_no_answer_carries(serve) -> No
     unary, *_ = await _answers(served, schemas, CHAT, {"messages": MESSAGES})
     with pytest.raises(jsonschema.ValidationError):
         schemas.validate_answer(CHAT, {**unary, "object": "chat.completion.chunk"})
+
+
+async def test_the_model_list_names_each_models_parsers_as_the_document_says(serve) -> None:
+    fast = fast_model(reply("Hi"))
+    fast.model.tool_format, fast.model.reasoning_format = tool_parser("qwen3"), reasoning_parser("qwen3")
+    served = await serve(fast)
+    schemas = await _document(served)
+    parsers = {"tool_parser": "hermes3", "reasoning_parser": "qwen3"}  # qwen3's calls: Hermes' parser
+    for prefix in ("/v3", "/v1"):
+        async with served.client.get(f"{prefix}/models") as response:
+            listing = await response.json()
+        schemas.validate_answer("/v3/models", listing, method="get")
+        assert [(model["id"], model["object"], model["ovserve"]) for model in listing["data"]] == [
+            (fast.model.name, "model", parsers)
+        ]
+        async with served.client.get(f"{prefix}/models/{fast.model.name}") as response:
+            one = await response.json()
+        schemas.validate_answer("/v3/models/{name}", one, method="get")
+        assert one == listing["data"][0]
+    async with served.client.get("/v3/models/nope") as response:
+        assert response.status == 404
+        schemas.validate_answer("/v3/models/{name}", await response.json(), method="get", status="404")
+
+
+async def test_a_model_without_parsers_says_null(serve) -> None:
+    fast = fast_model(reply("Hi"))
+    fast.model.tool_format = fast.model.reasoning_format = None
+    served = await serve(fast)
+    async with served.client.get(f"/v3/models/{fast.model.name}") as response:
+        assert (await response.json())["ovserve"] == {"tool_parser": None, "reasoning_parser": None}

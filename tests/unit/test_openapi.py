@@ -49,6 +49,8 @@ PATHS: dict[str, type[BaseModel]] = {
 GENERATION = ("/v3/chat/completions", "/v3/completions", "/v3/responses", "/v3/messages")
 # Anthropic's Messages API: its error shape, 529 for an overloaded model.
 ANTHROPIC = ("/v3/messages", "/v3/messages/count_tokens")
+# The documented GETs: OpenAI's model list and model object.
+READS = ("/v3/models", "/v3/models/{name}")
 
 # What the document needs of a served model: its name and task. No engine is started.
 SERVED = ModelRegistry(
@@ -82,7 +84,9 @@ async def test_openapi_document_is_valid_openapi_31_with_every_endpoint() -> Non
     document = await served_document()
     validate(document)  # raises on an invalid document; picks the validator from "openapi": "3.1.0"
     assert document["openapi"].startswith("3.1")
-    assert set(PATHS) == set(document["paths"])
+    assert set(PATHS) | set(READS) == set(document["paths"])
+    for path in READS:
+        assert list(document["paths"][path]) == ["get"]
     for path in PATHS:
         responses = document["paths"][path]["post"]["responses"]
         expected = {"200", "400", "404", "413", "415"}
@@ -117,6 +121,19 @@ def test_every_post_route_of_the_app_is_in_the_document_under_v3() -> None:
             assert routes.get(v3) is handler, f"{path} is not an alias of {v3}"
     assert missing == []
     assert set(PATHS) <= set(routes)
+
+
+def test_the_model_list_routes_are_documented_with_the_parsers_extension() -> None:
+    app = create_app(ServerSettings.model_construct(models=[]), SERVED)
+    gets = {route.resource.canonical for route in app.router.routes() if route.method == "GET"}
+    assert set(READS) <= gets
+    document = openapi_document({"tiny-llm": "text_generation"})
+    schemas = document["components"]["schemas"]
+    assert schemas["ModelObject"]["required"] == ["id", "object", "created", "owned_by", "ovserve"]
+    assert schemas["ModelParsersInfo"]["required"] == ["tool_parser", "reasoning_parser"]
+    (name,) = document["paths"]["/v3/models/{name}"]["get"]["parameters"]
+    assert name["schema"]["enum"] == ["tiny-llm"]
+    validate(openapi_document({}))  # no model served: still a valid document
 
 
 async def test_openapi_model_enum_lists_the_models_serving_the_task() -> None:

@@ -320,3 +320,11 @@ def test_model_flags_with_config_path_are_reported_as_ignored(
     (model,) = settings_from_flags(flag_values(args, environ={})).models
     assert model.scheduler.cache_size == 0
     assert "--cache_size is ignored with --config_path" in caplog.text
+
+
+def test_parsers_can_be_turned_off_and_an_unknown_one_lists_the_choices(tiny_llm: Path) -> None:
+    argv = ["serve", "--model_path", str(tiny_llm), "--model_name", "m", "--tool_parser", "none"]
+    settings = settings_from_flags(flag_values(build_parser().parse_args([*argv, "--reasoning_parser", "none"]), {}))
+    assert (settings.models[0].tool_parser, settings.models[0].reasoning_parser) == ("none", "none")
+    with pytest.raises(ValidationError, match=r"unknown reasoning_parser 'think' \(known: .*qwen3, none\)"):
+        settings_from_flags(flag_values(build_parser().parse_args([*argv, "--reasoning_parser", "think"]), {}))

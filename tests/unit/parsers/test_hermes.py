@@ -43,3 +43,8 @@ def test_plain_text_with_angle_brackets_passes_through() -> None:
 def test_call_ids_are_unique() -> None:
     extractor_calls = run(FMT, ['<tool_call>{"name": "a", "arguments": {}}</tool_call>'] * 2)[1]
     assert len(extractor_calls) == 2
+
+
+def test_the_end_marker_inside_an_argument_string_is_text() -> None:
+    text = '<tool_call>\n{"name": "note", "arguments": {"text": "a </tool_call> \\"b\\""}}\n</tool_call> after'
+    assert_same_everywhere(FMT, text, " after", [("note", {"text": 'a </tool_call> "b"'})])

@@ -24,3 +24,13 @@ def test_content_before_the_calls() -> None:
 def test_malformed_falls_back_to_content() -> None:
     text = "[TOOL_CALLS][{'name': 'a'}]"
     assert_same_everywhere(FMT, text, text, [])
+
+
+def test_call_ids_are_nine_alphanumerics_as_mistral_templates_demand() -> None:
+    from ovserve.core.output import parse_text
+    from ovserve.parsers import TOOL_PARSERS
+
+    for name in ("mistral", "devstral"):
+        parsed = parse_text('[TOOL_CALLS]f[ARGS]{"a": 1}', tool_format=TOOL_PARSERS[name], reasoning_format=None)
+        (call,) = parsed["tool_calls"]  # type: ignore[misc]
+        assert len(call["id"]) == 9 and call["id"].isalnum(), call

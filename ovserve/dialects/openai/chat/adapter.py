@@ -63,6 +63,7 @@ def conversation_of(request: ChatCompletionRequest) -> Conversation:
         parallel_tool_calls=request.parallel_tool_calls,
         output_format=_output_format(request),
         template_kwargs=request.chat_template_kwargs,
+        reasoning_effort=request.reasoning_effort,
     )
 
 

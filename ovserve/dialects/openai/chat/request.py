@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
+from ovserve.core.conversation import ReasoningEffort
 from ovserve.dialects.openai.request import (
     ConstStringFormat,
     JSONObjectFormat,
@@ -140,6 +141,9 @@ class ChatCompletionRequest(SamplingRequest):
     parallel_tool_calls: bool = True
     response_format: ResponseFormat | None = None
     chat_template_kwargs: JsonObject | None = None
+    # OpenAI's reasoning switch: reaches the model as chat template variables
+    # (ovserve.core.conversation.Conversation.template_variables).
+    reasoning_effort: ReasoningEffort | None = None
 
     @model_validator(mode="after")
     def _tool_choice_needs_tools(self) -> ChatCompletionRequest:

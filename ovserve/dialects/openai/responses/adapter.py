@@ -197,6 +197,7 @@ def conversation_of(request: ResponsesRequest, history: list[InputItem]) -> Conv
         parallel_tool_calls=request.parallel_tool_calls,
         output_format=_output_format(request),
         template_kwargs=request.chat_template_kwargs,
+        reasoning_effort=request.reasoning.effort if request.reasoning is not None else None,
     )
 
 

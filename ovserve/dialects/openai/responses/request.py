@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
 
+from ovserve.core.conversation import ReasoningEffort
 from ovserve.dialects.openai.chat.request import FunctionDefinition
 from ovserve.dialects.openai.request import (
     ConstStringFormat,
@@ -200,10 +201,11 @@ class TextParam(Lenient):
 
 
 class ReasoningParam(Lenient):
-    """Accepted and echoed: whether a model reasons is its template's and parser's business here
-    (``chat_template_kwargs`` passes a template switch such as ``enable_thinking``)."""
+    """Echoed. ``effort`` reaches the model as chat template variables, as chat's
+    ``reasoning_effort`` does (``ovserve.core.conversation.Conversation.template_variables``);
+    ``summary`` changes nothing: reasoning the parser finds is returned whole."""
 
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    effort: ReasoningEffort | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
 
 

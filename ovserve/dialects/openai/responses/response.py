@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
+from ovserve.core.conversation import ReasoningEffort
 from ovserve.core.job import Usage as CoreUsage
 from ovserve.dialects.body import Body, JsonObject
 
@@ -120,7 +121,7 @@ class _Echo(Body):
 
 
 class ResponseReasoning(_Echo):
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None
+    effort: ReasoningEffort | None
     summary: Literal["auto", "concise", "detailed"] | None
 
 

@@ -1,0 +1,111 @@
+"""MiniCPM5 (and MiniCPM4's later template): XML elements, several for parallel calls::
+
+    <function name="get_weather"><param name="city">Paris</param></function>
+
+Sources: OVMS ``src/llm/io_processing/minicpm5/minicpm5_tool_parser.cpp`` (the ``minicpm5``
+tool_parser), vLLM ``vllm/tool_parsers/minicpm5xml_tool_parser.py`` and SGLang
+``python/sglang/srt/function_call/minicpm5_detector.py`` (whose docstring calls it MiniCPM-4's
+new template; OpenBMB/MiniCPM's README points MiniCPM5-1B at SGLang's ``minicpm5`` parser).
+
+A value is the text between ``<param name="...">`` and ``</param>``, stripped of surrounding
+whitespace (all three references strip it) or the inside of a ``<![CDATA[...]]>`` section, typed
+by the tool's schema (:func:`~ovserve.parsers.base.typed_value`). A ``</param>`` closes the value
+only where the next ``<param`` or the end of the function follows. XML entities are not decoded
+(OVMS does not either; a model writing code writes ``&`` and ``<`` as they are). Names may be
+quoted with ``"`` or ``'``.
+
+A ``</function>`` met while a value is open (the last ``<param`` not yet closed) is text of the
+value. Limit: a value that contains ``</param>`` and then ``</function>`` still cuts the call short
+(the element comes back as content).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ovserve.parsers.base import (
+    PayloadError,
+    SchemaRegex,
+    ToolCall,
+    ToolCallFormat,
+    ToolSchemas,
+    property_schema,
+    regex_literal,
+    schema_arguments,
+    text_value_regex,
+    typed_value,
+)
+
+START, END = "<function name=", "</function>"
+PARAMETER, PARAMETER_END = "<param name=", "</param>"
+CDATA, CDATA_END = "<![CDATA[", "]]>"
+
+
+def _attribute(text: str, position: int) -> tuple[str, int]:
+    """The quoted name at ``position`` and the position after the tag's ``>``."""
+    quote = text[position : position + 1]
+    if quote not in ('"', "'"):
+        raise PayloadError("the name must be quoted")
+    close = text.find(quote, position + 1)
+    if close == -1 or not text.startswith(">", close + 1):
+        raise PayloadError("unterminated name")
+    name = text[position + 1 : close].strip()
+    if not name or "<" in name or ">" in name:
+        raise PayloadError(f"invalid name {name!r}")
+    return name, close + 2
+
+
+def _value_end(body: str, start: int) -> int:
+    search = start
+    while (found := body.find(PARAMETER_END, search)) != -1:
+        after = body[found + len(PARAMETER_END) :].lstrip()
+        if not after or after.startswith(PARAMETER):
+            return found
+        search = found + 1
+    raise PayloadError(f"missing {PARAMETER_END}")
+
+
+def _text(value: str) -> str:
+    value = value.strip()
+    if value.startswith(CDATA) and value.endswith(CDATA_END):
+        return value[len(CDATA) : -len(CDATA_END)]
+    return value
+
+
+def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
+    name, position = _attribute(payload, 0)
+    arguments: dict[str, Any] = {}
+    while True:
+        position += len(payload[position:]) - len(payload[position:].lstrip())
+        if position >= len(payload):
+            break
+        if not payload.startswith(PARAMETER, position):
+            raise PayloadError(f"expected {PARAMETER}")
+        argument, start = _attribute(payload, position + len(PARAMETER))
+        end = _value_end(payload, start)
+        arguments[argument] = typed_value(_text(payload[start:end]), property_schema(tools, name, argument))
+        position = end + len(PARAMETER_END)
+    return [ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))]
+
+
+def open_payload(payload: str) -> bool:
+    """Whether the payload stops inside a value (the end marker is the value's text)."""
+    return payload.rfind(PARAMETER) > payload.rfind(PARAMETER_END)
+
+
+def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
+    """One call, compact: the declared parameters in schema order, the required ones mandatory
+    (string values cannot contain ``<`` and lose surrounding whitespace: see ``text_value_regex``)."""
+    parts = [regex_literal(f'{START}"{name}">')]
+    for argument, schema, required in schema_arguments(parameters):
+        opening = regex_literal(f'{PARAMETER}"{argument}">')
+        item = f"{opening}({text_value_regex(schema, schema_regex)}){regex_literal(PARAMETER_END)}"
+        parts.append(f"({item})" if required else f"({item})?")
+    parts.append(regex_literal(END))
+    return "".join(parts)
+
+
+FORMAT = ToolCallFormat(
+    name="minicpm5", starts=(START,), end=END, decode=decode, call_regex=call_regex, open_payload=open_payload
+)

@@ -1,0 +1,52 @@
+"""Reading a call block written as markers around names and JSON arguments (DeepSeek's
+``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>``, Kimi's
+``<|tool_call_begin|>ID<|tool_call_argument_begin|>{...}<|tool_call_end|>``).
+
+Positions walk forward through one payload; every helper raises
+:class:`~ovserve.parsers.base.PayloadError` when the text is not what the format writes there, so
+a malformed block goes back to the client as content. Arguments are read with a JSON decoder
+rather than cut at the next marker, so marker text inside an argument string is just text.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ovserve.parsers.base import PayloadError
+
+_DECODER = json.JSONDecoder()
+
+
+def skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position].isspace():
+        position += 1
+    return position
+
+
+def expect(text: str, position: int, marker: str) -> int:
+    """The position after ``marker``, which must come next (after whitespace)."""
+    position = skip_space(text, position)
+    if not text.startswith(marker, position):
+        raise PayloadError(f"expected {marker!r} at {text[position : position + 20]!r}")
+    return position + len(marker)
+
+
+def until(text: str, position: int, marker: str) -> tuple[str, int]:
+    """The text from ``position`` to the next ``marker`` (stripped), and the position after it."""
+    found = text.find(marker, position)
+    if found == -1:
+        raise PayloadError(f"expected {marker!r}")
+    return text[position:found].strip(), found + len(marker)
+
+
+def arguments_at(text: str, position: int) -> tuple[str, int]:
+    """The JSON object starting at ``position`` (after whitespace) as OpenAI's arguments string,
+    and the position after it."""
+    position = skip_space(text, position)
+    try:
+        value, end = _DECODER.raw_decode(text, position)
+    except ValueError as exc:
+        raise PayloadError(f"arguments are not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise PayloadError("arguments must be a JSON object")
+    return json.dumps(value, ensure_ascii=False), end
