@@ -376,3 +376,24 @@ async def test_a_client_that_goes_away_cancels_the_engine_request(serve) -> None
         await response.content.readuntil(b"content_block_delta")
     (add,) = served.engine.adds()
     await eventually(lambda: add.request_id in served.engine.cancels())
+
+
+async def test_output_config_sets_the_effort_and_holds_the_answer_to_a_schema(serve) -> None:
+    fast = fast_model(reply('{"answer": "yes"}'))
+    served = await serve(fast)
+    schema = {"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}}, "required": ["answer"]}
+    body = {
+        "model": MODEL,
+        "max_tokens": 32,
+        "messages": [{"role": "user", "content": "Yes?"}],
+        "output_config": {"effort": "high", "format": {"type": "json_schema", "schema": schema}},
+    }
+    message = await sdk(served).messages.create(**body)  # type: ignore[arg-type]
+    assert json.loads(message.content[0].text) == {"answer": "yes"}  # type: ignore[union-attr]
+    assert fast.launcher.engine.adds()[0].params.structured_output is not None  # the engine's grammar
+    conversation = conversation_of(MessagesRequest.model_validate(body))
+    assert conversation.reasoning_effort == "high"
+    assert conversation.template_variables() == {"reasoning_effort": "high", "enable_thinking": True}
+    thinking_off = MessagesRequest.model_validate({**body, "thinking": {"type": "disabled"}})
+    # The thinking switch the client set wins over the one the effort implies.
+    assert conversation_of(thinking_off).template_variables() == {"reasoning_effort": "high", "enable_thinking": False}

@@ -269,6 +269,32 @@ CASES: list[tuple[str, dict[str, Any] | bytes, int, str, str | None]] = [
         "thinking.type",
     ),
     ("metadata not an object", {"messages": [USER], "metadata": "me"}, 400, "invalid_request_error", "metadata"),
+    (
+        "unknown effort",
+        {"messages": [USER], "output_config": {"effort": "extreme"}},
+        400,
+        "invalid_request_error",
+        "output_config.effort",
+    ),
+    (
+        "output format of an unknown type",
+        {"messages": [USER], "output_config": {"format": {"type": "regex", "pattern": "a+"}}},
+        400,
+        "invalid_request_error",
+        "output_config.format.type",
+    ),
+    (
+        "output format and a forced tool call",
+        {
+            "messages": [USER],
+            "tools": [TOOL],
+            "tool_choice": {"type": "any"},
+            "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}},
+        },
+        400,
+        "invalid_request_error",
+        "output_config.format",
+    ),
 ]
 
 

@@ -16,7 +16,9 @@ path in the client's JSON (``messages.3.content.1.source``):
   message is the start of the answer (``Conversation.continuation``).
 - ``tool_choice``: ``auto``, ``any`` (a call is forced: the core's grammar), ``tool`` (that one),
   ``none``; ``disable_parallel_tool_use`` allows one call. ``thinking`` ``enabled``/``adaptive``/
-  ``disabled`` is the template's ``enable_thinking`` switch.
+  ``disabled`` is the template's ``enable_thinking`` switch; ``output_config.effort`` is the core's
+  reasoning effort (the template's ``reasoning_effort``), ``output_config.format`` a JSON schema
+  the engine's grammar holds the answer to.
 - ``max_tokens`` over what the context leaves is clamped to it (``stop_reason`` says
   ``max_tokens`` when it is hit); ``stop_sequences`` end the text without appearing in it.
 
@@ -41,6 +43,7 @@ from ovserve.core.conversation import (
     Conversation,
     ForcedTool,
     Image,
+    JsonSchemaFormat,
     Message,
     Part,
     Reasoning,
@@ -251,7 +254,12 @@ def conversation_of(request: PromptRequest) -> Conversation:
     tool_choice, parallel = _tool_choice(request)
     template_kwargs: JsonObject | None = None
     if request.thinking is not None:
+        # The template's own switch wins over what the effort would set it to (Conversation.template_variables).
         template_kwargs = {"enable_thinking": not isinstance(request.thinking, ThinkingConfigDisabled)}
+    config = request.output_config
+    output_format = None
+    if config is not None and config.format is not None:
+        output_format = JsonSchemaFormat(config.format.schema_, "output_config.format", "output_config.format.schema")
     return Conversation(
         model=request.model,
         messages=turns.messages,
@@ -269,7 +277,9 @@ def conversation_of(request: PromptRequest) -> Conversation:
         ],
         tool_choice=tool_choice,
         parallel_tool_calls=parallel,
+        output_format=output_format,
         template_kwargs=template_kwargs,
+        reasoning_effort=config.effort if config is not None else None,
         join_late_system=True,
         continuation=turns.continuation,
     )

@@ -246,6 +246,23 @@ class MetadataParam(Lenient):
     user_id: str | None = None
 
 
+class JSONOutputFormatParam(Lenient):
+    """Structured output: the answer is JSON matching ``schema`` (the engine's grammar enforces it)."""
+
+    type: Literal["json_schema"]
+    # ``schema_``: "schema" is a BaseModel method.
+    schema_: JsonObject = Field(alias="schema")
+
+
+OutputFormatParam = Annotated[Annotated[JSONOutputFormatParam, Tag(tag("json_schema"))], Discriminator(by_type(None))]
+
+
+class OutputConfigParam(Lenient):
+    # Anthropic's effort levels; they reach the template as the core's reasoning effort.
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    format: OutputFormatParam | None = None
+
+
 # -- the bodies ------------------------------------------------------------------------------
 
 
@@ -264,6 +281,7 @@ class PromptRequest(Lenient):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None
+    output_config: OutputConfigParam | None = None
 
     @model_validator(mode="before")
     @classmethod
