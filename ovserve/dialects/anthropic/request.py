@@ -27,6 +27,8 @@ from ovserve.json_types import JsonObject
 IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 # Anthropic: a thinking budget of at least 1,024 tokens.
 MIN_THINKING_BUDGET = 1024
+# The engine takes sampling integers as int32.
+MAX_INT32 = 2**31 - 1
 # Anthropic's limit on a tool name.
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,128}$"
 
@@ -310,13 +312,13 @@ class PromptRequest(Lenient):
 class MessagesRequest(PromptRequest):
     """The body of ``POST /v1/messages``."""
 
-    max_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=1, le=MAX_INT32)
     stop_sequences: list[Annotated[str, Field(min_length=1)]] | None = None
     stream: bool = False
     temperature: float | None = Field(default=None, ge=0.0, le=1.0)
     # The engine takes float32 and refuses 0: the smallest positive value keeps "the top token only".
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    top_k: int | None = Field(default=None, ge=0)
+    top_k: int | None = Field(default=None, ge=0, le=MAX_INT32)
     metadata: MetadataParam | None = None
 
     @model_validator(mode="after")
