@@ -198,7 +198,7 @@ async def serve(settings: ServerSettings, api_keys: ApiKeys) -> int:
             "serving %r from %s on %s (%s pipeline, from %s)",
             model.name, model.spec.model_path, model.spec.device, model.kind.value, model.settings.source,
         )  # fmt: skip
-    endpoints = "POST /v3/chat/completions, POST /v3/responses, GET /v3/models, Ollama's /api/chat"
+    endpoints = "POST /v3/chat/completions, POST /v3/responses, POST /v1/messages, GET /v3/models, Ollama's /api/chat"
     log.info("listening on http://%s:%d (%s)", settings.host, settings.port, endpoints)
 
     # A model that cannot load does not stop the server: its engine client retries it (503 meanwhile).

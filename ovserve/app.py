@@ -18,6 +18,8 @@ from ovserve.api.routes import request_dialect
 from ovserve.core.chat import ChatGeneration
 from ovserve.core.completion import CompletionGeneration
 from ovserve.core.media import MediaResolver
+from ovserve.dialects.anthropic import response as anthropic
+from ovserve.dialects.anthropic.adapter import MessagesEndpoint
 from ovserve.dialects.ollama import response as ollama
 from ovserve.dialects.ollama.adapter import OllamaEndpoint
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
@@ -49,8 +51,11 @@ def _json_error(body: dict[str, Any], status: int) -> web.Response:
 
 def _error_response(request: web.Request, error: OvserveError) -> web.Response:
     """``error`` in the shape of the dialect ``request`` speaks (``table.error_dialect``)."""
-    if table.error_dialect(request) == "ollama":
+    dialect = table.error_dialect(request)
+    if dialect == "ollama":
         response = _json_error(ollama.error_body(ollama.error_message(error)), ollama.error_status(error))
+    elif dialect == "anthropic":
+        response = _json_error(anthropic.error_body(error), anthropic.error_status(error))
     else:
         response = _json_error(error.body(), error.status_for(request_dialect(request)))
     response.headers.update(error.headers())
@@ -61,8 +66,11 @@ def _error_response(request: web.Request, error: OvserveError) -> web.Response:
 
 def _status_response(request: web.Request, status: int, message: str, code: str | None = None) -> web.Response:
     """An answer that is only an HTTP status and a message (aiohttp's own refusals, our crashes)."""
-    if table.error_dialect(request) == "ollama":
+    dialect = table.error_dialect(request)
+    if dialect == "ollama":
         return _json_error(ollama.error_body(message), status)
+    if dialect == "anthropic":
+        return _json_error(anthropic.ErrorResponse.plain(status, message).dump(), status)
     return _json_error(
         error_body(message, "invalid_request_error" if status < 500 else "server_error", code=code), status
     )
@@ -78,7 +86,7 @@ _LAST_RESORT_BODY = (
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The one place where failures become HTTP responses, in the error shape of the request's
-    dialect (OpenAI's; Ollama's on its routes); never fails itself."""
+    dialect (OpenAI's; Anthropic's and Ollama's on their routes); never fails itself."""
     try:
         return await _answer(request, handler)
     except (asyncio.CancelledError, ConnectionResetError):
@@ -151,6 +159,7 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     )
     app[keys.RESPONSES] = ResponsesEndpoint(chat, store)
     app[keys.OLLAMA] = OllamaEndpoint(models, chat, CompletionGeneration(models))
+    app[keys.MESSAGES] = MessagesEndpoint(chat)
     app[keys.LOOP_LAG] = LoopLagMonitor()
     app[keys.METRICS] = metrics
     app[keys.METRICS].watch(models, app[keys.LOOP_LAG], store)

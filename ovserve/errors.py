@@ -1,8 +1,9 @@
 """One exception hierarchy for everything a client can be told, and its single mapping to HTTP.
 
-Handlers and services raise these; only :func:`error_body` and the error middleware in
-``ovserve.app`` turn them into responses, so every failure has OpenAI's error shape:
-``{"error": {"message", "type", "param", "code"}}``.
+Handlers and services raise these; only :func:`error_body` (OpenAI's shape,
+``{"error": {"message", "type", "param", "code"}}``) or a dialect's own error body (Anthropic's:
+``ovserve.dialects.anthropic.response``), chosen per route by the error middleware in
+``ovserve.app``, turn them into responses.
 """
 
 from __future__ import annotations
@@ -54,7 +55,23 @@ class BadRequestError(OvserveError):
 
 
 class ContextLengthExceededError(BadRequestError):
+    """The prompt (``prompt_tokens`` of at most ``maximum``, when the prompt itself is too long) or
+    the prompt and the output asked for do not fit the model."""
+
     default_code = "context_length_exceeded"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        prompt_tokens: int | None = None,
+        maximum: int | None = None,
+    ) -> None:
+        super().__init__(message, param=param, code=code)
+        self.prompt_tokens = prompt_tokens
+        self.maximum = maximum
 
 
 class UnsupportedParameterError(BadRequestError):

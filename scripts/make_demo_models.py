@@ -11,6 +11,8 @@ Output layout (``OUT_DIR``)::
     tiny-llm/                    Qwen2, hidden 128, 2 layers, fp16 IR (main model)
     tiny-draft/                  Qwen2, hidden 64, 1 layer, fp16 IR (speculative-decoding draft)
     tiny-vlm/                    LLaVA: CLIP 56 px / patch 14 + tiny-llm-shaped Qwen2, fp16 IR
+    tiny-llm-64k/                tiny-llm with a 65,536-token context (derived: no export), for agents such
+                                 as Claude Code whose prompts do not fit 2,048 tokens
     bench-qwen2.5-0.5b-int8/     Qwen2.5-0.5B shape, int8 weights (only with --benchmark)
     bench-llava-clip-l336/       LLaVA: CLIP ViT-L/14 at 336 px + tiny-llm-shaped Qwen2 (only with
                                  --benchmark_vlm)
@@ -58,6 +60,7 @@ from scripts.demo_models.retrieval import (
     TINY_RERANK_SPEC,
 )
 from scripts.demo_models.tokenizer import build_tokenizer, build_vlm_tokenizer, build_wordpiece_tokenizer
+from scripts.demo_models.variants import TINY_LLM_LONG_SPEC, derive
 from scripts.demo_models.vlm import BENCH_VLM, BENCH_VLM_SPEC, TINY_VLM_SPEC
 
 # What tests and benchmarks import from here; the builders behind these names live in scripts/demo_models/.
@@ -68,6 +71,7 @@ __all__ = [
     "BENCH_VLM",
     "TINY_DRAFT_SPEC",
     "TINY_EMBED_SPEC",
+    "TINY_LLM_LONG_SPEC",
     "TINY_LLM_SPEC",
     "TINY_RERANK_SPEC",
     "TINY_VLM_SPEC",
@@ -98,8 +102,15 @@ _build_hf_model = build_retrieval_checkpoint = build_checkpoint
 
 
 def build_demo_models(out_dir: Path, force: bool = False) -> dict[str, Path]:
-    """Build (or reuse) ``tiny-llm``, ``tiny-draft`` and ``tiny-vlm`` in ``out_dir``; returns name -> directory."""
-    return build(DEMO_SPECS, out_dir, force)
+    """Build (or reuse) ``tiny-llm``, ``tiny-draft``, ``tiny-vlm`` and ``tiny-llm-64k`` in ``out_dir``;
+    returns name -> directory."""
+    built = build(DEMO_SPECS, out_dir, force)
+    return {**built, **_variants(built, out_dir, force)}
+
+
+def _variants(built: dict[str, Path], out_dir: Path, force: bool) -> dict[str, Path]:
+    variant = TINY_LLM_LONG_SPEC
+    return {variant.name: derive(variant, built[variant.base], out_dir, force)}
 
 
 def build_benchmark_model(out_dir: Path, force: bool = False) -> Path:
@@ -143,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     specs += [*RETRIEVAL_SPECS, *([BENCH_EMBED_SPEC, BENCH_RERANK_SPEC] if args.benchmark else [])]
     # One build, so each tokenizer is trained once for all models.
     built = build(specs, args.out_dir, force=args.force)
+    built.update(_variants(built, args.out_dir, args.force))
     for name, path in built.items():
         log(f"{name}: {path}")
     log(f"total {time.monotonic() - started:.1f} s")

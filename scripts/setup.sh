@@ -17,3 +17,9 @@ if [ ! -f .venv/.ovserve-installed ] || [ pyproject.toml -nt .venv/.ovserve-inst
   python -m pip uninstall -q -y torchvision 2>/dev/null || true
   touch .venv/.ovserve-installed
 fi
+# The Claude Code CLI, which tests/e2e/test_claude_code.py runs against the server (the worked
+# example of docs/anthropic.md). Best effort: without npm or its registry that test is skipped.
+if command -v npm >/dev/null 2>&1 && ! command -v claude >/dev/null 2>&1; then
+  npm install -g --silent @anthropic-ai/claude-code@2.1.197 >/dev/null 2>&1 \
+    || echo "setup: the Claude Code CLI could not be installed; tests/e2e/test_claude_code.py will be skipped" >&2
+fi

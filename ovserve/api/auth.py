@@ -7,10 +7,12 @@ Contract:
   The file is read again on SIGHUP and when its modification time changes (checked at most once
   a second, on requests), so keys rotate without a restart; a file that cannot be read keeps the
   last good keys and logs why.
-- A request presents a key as ``Authorization: Bearer <key>`` (OpenAI, vLLM, llama.cpp, Jan) or
-  ``api-key: <key>`` (Azure AI Foundry). Keys are compared in constant time: both sides are
+- A request presents a key as ``Authorization: Bearer <key>`` (OpenAI, vLLM, llama.cpp, Jan;
+  Anthropic's ``ANTHROPIC_AUTH_TOKEN``), ``x-api-key: <key>`` (Anthropic's SDKs) or ``api-key: <key>``
+  (Azure AI Foundry). Keys are compared in constant time: both sides are
   hashed to a fixed length and every configured key is compared, whatever matches.
-- Missing or wrong → 401 in OpenAI's error shape with ``WWW-Authenticate: Bearer``; never a 500.
+- Missing or wrong → 401 with ``WWW-Authenticate: Bearer``, in the route's error shape (OpenAI's;
+  Anthropic's ``authentication_error`` on its routes); never a 500.
 - Health probes stay open (Kubernetes and load balancers carry no keys). ``/metrics`` needs a key
   unless ``--metrics_public``. ``/health`` answers without a key but then lists no model names.
 - Keys are never logged: only how many are configured and where they came from.
@@ -136,8 +138,11 @@ def presented_key(request: web.Request) -> str | None:
         scheme, _, credentials = authorization.partition(" ")
         if scheme.lower() == "bearer" and credentials.strip():
             return credentials.strip()
-    api_key = request.headers.get("api-key")
-    return api_key.strip() if api_key and api_key.strip() else None
+    for header in ("x-api-key", "api-key"):
+        api_key = request.headers.get(header)
+        if api_key and api_key.strip():
+            return api_key.strip()
+    return None
 
 
 def is_authorized(request: web.Request, keys: ApiKeys) -> bool:
@@ -198,7 +203,8 @@ def auth_middleware(
         failures.record("missing_key" if presented is None else "invalid_key", request.remote)
         if presented is None:
             raise AuthenticationError(
-                "no API key: send 'Authorization: Bearer <key>' (or Azure's 'api-key' header)", code="missing_api_key"
+                "no API key: send 'Authorization: Bearer <key>' (or the 'x-api-key' or Azure's 'api-key' header)",
+                code="missing_api_key",
             )
         raise AuthenticationError("the API key is not valid", code="invalid_api_key")
 

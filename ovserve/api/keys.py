@@ -10,6 +10,7 @@ from ovserve.api import auth
 from ovserve.api.auth import ApiKeys
 from ovserve.api.drain import Drain
 from ovserve.core.media import MediaResolver
+from ovserve.dialects.anthropic.adapter import MessagesEndpoint
 from ovserve.dialects.ollama.adapter import OllamaEndpoint
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
@@ -30,6 +31,8 @@ RETRIEVAL = web.AppKey("retrieval", RetrievalService)
 RESPONSES = web.AppKey("responses", ResponsesEndpoint)
 # Ollama's /api/chat and /api/generate.
 OLLAMA = web.AppKey("ollama", OllamaEndpoint)
+# Anthropic's Messages API.
+MESSAGES = web.AppKey("messages", MessagesEndpoint)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
 # One task per served model: its engine's first successful start (retried until it works).
 ENGINE_LOADS = web.AppKey("engine_loads", list[asyncio.Task[None]])

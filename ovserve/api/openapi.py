@@ -32,9 +32,10 @@ drift either: what a schema requires is what every body carries, and no body has
 does not list (but for the request settings a response echoes as the client sent them). A streamed
 answer (``text/event-stream``) is described by the schema of each event's ``data``: a union of the
 events (chat and completions: chunks, or the error that ends a failed stream, then ``[DONE]``; the
-Responses API: its events, told apart by ``type``). ``tests/fast/test_openapi_bodies.py`` and
-``tests/e2e/test_retrieval.py`` check real answers against this document. Every error is OpenAI's
-shape (``ErrorBody``), each operation listing the statuses it can answer.
+Responses API and Anthropic's Messages API: their events, told apart by ``type``).
+``tests/fast/test_openapi_bodies.py`` and ``tests/e2e/test_retrieval.py`` check real answers against
+this document. Every error is OpenAI's shape (``ErrorBody``) but on the Messages routes, which answer
+in Anthropic's (``ErrorResponse``); each operation lists the statuses it can answer.
 
 The request bodies stay open (``additionalProperties: true``): other servers' fields are mapped,
 ignored or refused by :mod:`ovserve.api.field_policy`, and unknown ones are accepted and logged.
@@ -54,6 +55,8 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 
 from ovserve import __version__
 from ovserve.api import keys
+from ovserve.dialects.anthropic.request import MessagesRequest, PromptRequest
+from ovserve.dialects.anthropic.response import ErrorResponse, Message, StreamEvent, TokenCount
 from ovserve.dialects.body import Body
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.chat.response import ChatCompletion, ChatCompletionStreamEvent
@@ -89,12 +92,16 @@ _ERRORS = {
     "429": "Too many requests",
     "503": "The model is loading, restarting or out of KV cache",
     "504": "No answer within --request_timeout",
+    "529": "Anthropic's 'overloaded_error': the model is loading, restarting or out of KV cache",
 }
 _GENERATION_ERRORS = ("400", "404", "413", "415", "422", "429", "503")
 # Embeddings and rerank: admitted by tokens (429/503), bounded by --request_timeout (504); no Azure dialect.
 _RETRIEVAL_ERRORS = ("400", "404", "413", "415", "429", "503", "504")
 # Tokenize/detokenize need only the tokenizer (in this process): they answer while the engine loads.
 _TOKENIZER_ERRORS = ("400", "404", "413", "415")
+# Anthropic's Messages API: its own error shape, and 529 where the others answer 503.
+_MESSAGES_ERRORS = ("400", "404", "413", "415", "429", "529")
+_COUNT_ERRORS = ("400", "404", "413", "415", "529")
 
 _STREAMED = "The answer, or server-sent events when 'stream' is true"
 
@@ -111,6 +118,7 @@ class _Operation:
     events: tuple[str, Any] | None = None
     # The task a model must serve (its "model" enum lists those models); None: any served model.
     task: str | None = None
+    error: type[Body] = ErrorBody  # the error body of this dialect
 
 
 # /v1 and the bare paths are aliases of /v3 and are not repeated.
@@ -141,6 +149,27 @@ _OPERATIONS: tuple[_Operation, ...] = (
         _STREAMED + " (each named by an 'event:' line, no [DONE])",
         _GENERATION_ERRORS,
         events=("ResponseStreamEvent", ResponseStreamEvent),
+    ),
+    _Operation(
+        "/v3/messages",
+        MessagesRequest,
+        "Create a message (Anthropic's Messages API; also /v1/messages)",
+        Message,
+        _STREAMED + " (each named by an 'event:' line: Anthropic's message events, ping, error)",
+        _MESSAGES_ERRORS,
+        events=("MessageStreamEvent", StreamEvent),
+        task="text_generation",
+        error=ErrorResponse,
+    ),
+    _Operation(
+        "/v3/messages/count_tokens",
+        PromptRequest,
+        "Count the tokens of a message's prompt (Anthropic's Messages API)",
+        TokenCount,
+        "The prompt's tokens with the model's template and tools",
+        _COUNT_ERRORS,
+        task="text_generation",
+        error=ErrorResponse,
     ),
     _Operation(
         "/v3/embeddings",
@@ -266,7 +295,7 @@ def _ref(name: str) -> dict[str, str]:
 
 
 def _operation(operation: _Operation) -> dict[str, Any]:
-    error = {"application/json": {"schema": _ref(ErrorBody.__name__)}}
+    error = {"application/json": {"schema": _ref(operation.error.__name__)}}
     content = {"application/json": {"schema": _ref(operation.answer.__name__)}}
     if operation.events is not None:
         content["text/event-stream"] = {"schema": _ref(operation.events[0])}
@@ -311,7 +340,8 @@ def _schemas() -> dict[str, Any]:
             inputs.append((name, "serialization", TypeAdapter(events).core_schema))
     for read in _READS:
         inputs.append((read.answer.__name__, "serialization", read.answer.__pydantic_core_schema__))
-    inputs.append((ErrorBody.__name__, "serialization", ErrorBody.__pydantic_core_schema__))
+    for error in (ErrorBody, ErrorResponse):
+        inputs.append((error.__name__, "serialization", error.__pydantic_core_schema__))
     generated, definitions = GenerateJsonSchema(ref_template=_REF).generate_definitions(inputs)
     schemas: dict[str, Any] = {str(name): schema for name, schema in definitions.items()}
     for operation in _OPERATIONS:

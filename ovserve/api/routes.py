@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
@@ -18,6 +18,7 @@ from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_p
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.core.job import Job
+from ovserve.dialects.anthropic import response as anthropic
 from ovserve.dialects.body import Body as BodyModel
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
@@ -43,6 +44,7 @@ from ovserve.errors import (
 )
 from ovserve.json_types import JsonObject
 from ovserve.metrics import RequestRecorder
+from ovserve.models.served import ServedModel
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,19 @@ async def read_json_object(request: web.Request) -> JsonObject:
 
 
 RequestModel = TypeVar("RequestModel", bound=SamplingRequest)
+# Anthropic's clients send it on every request: it selects Anthropic's shapes on shared routes.
+ANTHROPIC_HEADER = "anthropic-version"
+
+
+def _context_length(model: ServedModel) -> int | None:
+    return model.context_length if model.task == "text_generation" else None
+
+
+def anthropic_model_list(models: Iterable[ServedModel]) -> anthropic.ModelList:
+    data = [anthropic.ModelInfo.of(model.name, model.created, _context_length(model)) for model in models]
+    return anthropic.ModelList(
+        data=data, has_more=False, first_id=data[0].id if data else None, last_id=data[-1].id if data else None
+    )
 
 
 def request_dialect(request: web.Request) -> str | None:
@@ -302,11 +317,16 @@ async def detokenize(request: web.Request) -> web.Response:
 
 async def list_models(request: web.Request) -> web.Response:
     models = request.app[keys.MODELS]
+    if request.headers.get(ANTHROPIC_HEADER) is not None:
+        return json_response(anthropic_model_list(models))
     return json_response(ModelList.of(models))
 
 
 async def get_model(request: web.Request) -> web.Response:
-    return json_response(ModelObject.of(request.app[keys.MODELS].get(request.match_info["name"])))
+    model = request.app[keys.MODELS].get(request.match_info["name"])
+    if request.headers.get(ANTHROPIC_HEADER) is not None:
+        return json_response(anthropic.ModelInfo.of(model.name, model.created, _context_length(model)))
+    return json_response(ModelObject.of(model))
 
 
 async def health_live(request: web.Request) -> web.Response:

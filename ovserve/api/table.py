@@ -3,7 +3,8 @@
 A :class:`Route` names its canonical path, the prefixes it is also served under (OpenAI clients
 call ``/v1``, llama.cpp clients no prefix at all), whether it answers without an API key (probes),
 whether it keeps answering during a drain (probes and scrapes must see the drain), and the error
-shape it answers in (:func:`error_dialect`: OpenAI's, or Ollama's on ``/api/*`` and ``/``). The
+shape it answers in (:func:`error_dialect`: OpenAI's, Anthropic's on the Messages routes, or Ollama's on
+``/api/*`` and ``/``). The
 auth, drain and error middlewares ask :func:`route_of` instead of keeping path lists of their own.
 """
 
@@ -16,6 +17,7 @@ from typing import Literal
 from aiohttp import web
 
 from ovserve.api import ollama, routes
+from ovserve.api.anthropic import count_tokens, create_message
 from ovserve.api.openapi import openapi_json
 from ovserve.api.responses import create_response, delete_response, get_response
 
@@ -24,9 +26,14 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # The OpenAI API's own version prefix, and what else the same handlers answer under.
 API_PREFIXES = ("/v3", "/v1", "")
 MODEL_LIST_PREFIXES = ("/v3", "/v1")
+# Anthropic clients call /v1; /v3 is ovserve's own prefix.
+ANTHROPIC_PREFIXES = ("/v1", "/v3")
 
-# Whose error shape a route answers in. Requests that matched no route: Ollama's under /api/.
-ErrorDialect = Literal["openai", "ollama"]
+# Whose error shape a route answers in: OpenAI's, Anthropic's or Ollama's. Routes that several
+# dialects speak ("by_header"), and requests that matched no route: Ollama's under /api/, else
+# Anthropic's when the request carries Anthropic's version header, else OpenAI's.
+ErrorDialect = Literal["openai", "anthropic", "ollama"]
+ANTHROPIC_HEADER = "anthropic-version"
 OLLAMA_PATH = "/api/"
 
 
@@ -39,7 +46,7 @@ class Route:
     open: bool = False  # answered without an API key
     while_draining: bool = False  # still answered once SIGTERM started a drain
     metrics: bool = False  # /metrics: open with --metrics_public
-    errors: ErrorDialect = "openai"
+    errors: ErrorDialect | Literal["by_header"] = "openai"
 
     @property
     def paths(self) -> list[str]:
@@ -56,8 +63,10 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/rerank", routes.rerank, API_PREFIXES),
     Route("POST", "/tokenize", routes.tokenize, API_PREFIXES),
     Route("POST", "/detokenize", routes.detokenize, API_PREFIXES),
-    Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES),
-    Route("GET", "/models/{name}", routes.get_model, MODEL_LIST_PREFIXES),
+    Route("POST", "/messages", create_message, ANTHROPIC_PREFIXES, errors="anthropic"),
+    Route("POST", "/messages/count_tokens", count_tokens, ANTHROPIC_PREFIXES, errors="anthropic"),
+    Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES, errors="by_header"),
+    Route("GET", "/models/{name}", routes.get_model, MODEL_LIST_PREFIXES, errors="by_header"),
     Route("GET", "/v2/health/live", routes.health_live, open=True, while_draining=True),
     Route("GET", "/v2/health/ready", routes.health_ready, open=True, while_draining=True),
     Route("GET", "/v2/models/{name}/ready", routes.model_ready, open=True, while_draining=True),
@@ -107,9 +116,11 @@ def answered_while_draining(request: web.Request) -> bool:
 def error_dialect(request: web.Request) -> ErrorDialect:
     """The error shape ``request`` is answered in (see :data:`ErrorDialect`)."""
     route = route_of(request)
-    if route is not None:
+    if route is not None and route.errors != "by_header":
         return route.errors
-    return "ollama" if request.path.startswith(OLLAMA_PATH) else "openai"
+    if request.path.startswith(OLLAMA_PATH):
+        return "ollama"
+    return "anthropic" if ANTHROPIC_HEADER in request.headers else "openai"
 
 
 def route_of(request: web.Request) -> Route | None:

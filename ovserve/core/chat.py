@@ -112,6 +112,32 @@ def _grammar(conversation: Conversation, model: ServedModel, tools: list[Tool], 
     return forced_tool_call_grammar(model.tool_format, tools, param=conversation.tool_choice_origin)
 
 
+def joined_late_system(messages: list[Message]) -> list[Message]:
+    """``messages`` with every system message after the first other one joined to the leading
+    system message (one made at the start when there is none), its parts in order after the
+    leading message's own."""
+    start = next((position for position, message in enumerate(messages) if message.role != "system"), len(messages))
+    late = [message for message in messages[start:] if message.role == "system"]
+    if not late:
+        return messages
+    rest = [message for message in messages[start:] if message.role != "system"]
+    leading = list(messages[:start]) or [Message("system", late[0].content_origin)]
+    head = leading[-1]
+    joined = Message("system", head.content_origin, [*head.parts, *(part for m in late for part in m.parts)])
+    return [*leading[:-1], joined, *rest]
+
+
+@dataclass(slots=True)
+class _Prompt:
+    """A conversation rendered and tokenized: what both a job and a token count need."""
+
+    model: ServedModel
+    text: str  # the prompt as rendered (with the continuation)
+    ids: list[int]  # a VLM's: with image tokens expanded (counting only)
+    tools: list[Tool]
+    images: list[ImageRequest]
+
+
 class ChatGeneration:
     """Prepares chat jobs for the models of a registry (images through ``media``)."""
 
@@ -119,7 +145,7 @@ class ChatGeneration:
         self.models = models
         self.media = media
 
-    async def prepare(self, conversation: Conversation) -> ChatJob:
+    async def _prompt(self, conversation: Conversation) -> _Prompt:
         model = ready_model(self.models, conversation.model)
         images = conversation.images
         planned: list[ImageRequest] = []
@@ -132,18 +158,32 @@ class ChatGeneration:
         if images:
             # Policy checks of every image first: no I/O yet, nothing contacted if one fails.
             planned = self.media.plan(images, param=conversation.prompt_origin)
-        templated = template_messages(conversation.messages)
+        messages = conversation.messages
+        if conversation.join_late_system and not (model.template and model.template.renders_late_system):
+            messages = joined_late_system(messages)
+        templated = template_messages(messages)
         tools = conversation.offered_tools()
         template_tools = [tool.template_object() for tool in tools] or None
         prompt = await model.render_prompt(
             templated, template_tools, conversation.template_variables(), param=conversation.prompt_origin
         )
+        prompt += conversation.continuation
         counted = prompt
         if model.vision is not None:
             model.vision.check_prompt(prompt, len(planned), param=conversation.prompt_origin)
             counted = model.vision.expand_prompt(prompt)
+        ids = await model.encode_prompt(counted, add_special_tokens=False, param=conversation.prompt_origin)
+        return _Prompt(model, prompt, ids, tools, planned)
+
+    async def count_tokens(self, conversation: Conversation) -> int:
+        """The prompt tokens ``conversation`` would have: the model's own template, tools and
+        tokenizer, with no engine work (a prompt that cannot fit is refused as for a job)."""
+        return len((await self._prompt(conversation)).ids)
+
+    async def prepare(self, conversation: Conversation) -> ChatJob:
+        rendered = await self._prompt(conversation)
+        model, prompt, prompt_ids, tools = rendered.model, rendered.text, rendered.ids, rendered.tools
         param = conversation.prompt_origin
-        prompt_ids = await model.encode_prompt(counted, add_special_tokens=False, param=param)
         sampling = conversation.sampling
         params = sampling_params(sampling, model, prompt_tokens=len(prompt_ids), param=param)
         raw = not sampling.skip_special_tokens
@@ -157,7 +197,7 @@ class ChatGeneration:
         vision_prompt = None
         if model.vision is not None:
             # Downloads and decoding come last, for requests that passed every other check.
-            vision_prompt = VisionPrompt(prompt, await self.media.load(planned, model.vision.image_target))
+            vision_prompt = VisionPrompt(prompt, await self.media.load(rendered.images, model.vision.image_target))
         reasoning = model.reasoning_format
         return ChatJob(
             model=model,

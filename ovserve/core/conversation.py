@@ -166,6 +166,9 @@ class Sampling:
     max_tokens: int | None = None
     max_tokens_param: str = "max_tokens"  # the field the client set it with
     max_tokens_removed: bool = False  # sent as null: no limit but the context
+    # Over what the context leaves (or max_tokens_limit): generate up to that instead of refusing
+    # (Anthropic's clients send their own model's output limit, e.g. Claude Code's 32000).
+    clamp_max_tokens: bool = False
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None
@@ -205,6 +208,13 @@ class Conversation:
     output_format: OutputFormat | None = None
     template_kwargs: JsonObject | None = None  # the client's chat_template_kwargs
     reasoning_effort: ReasoningEffort | None = None
+    # System messages after the conversation's start: kept in place where the model's template
+    # renders them there, else joined to the leading system message (Anthropic: Claude Code sends
+    # one mid-conversation). Off: they reach the template as sent.
+    join_late_system: bool = False
+    # Text the assistant's turn starts with (Anthropic's final assistant message, "prefill"): the
+    # prompt ends with it and the output continues it.
+    continuation: str = ""
 
     def template_variables(self) -> JsonObject | None:
         """What the chat template gets besides the messages and tools: the client's

@@ -68,6 +68,7 @@ def resolve_max_new_tokens(
     5000 tokens), so the server refuses what cannot fit and caps what was not asked for.
     ``max_tokens: null`` sent explicitly (``sampling.max_tokens_removed``) skips the model's
     ``max_new_tokens``: only the operator's ``max_tokens_limit`` and the context bound the output.
+    ``sampling.clamp_max_tokens``: a request over either bound gets the bound, not a 400.
     """
     requested, limit_param = sampling.max_tokens, sampling.max_tokens_param
     if prompt_tokens == 0:
@@ -78,8 +79,12 @@ def resolve_max_new_tokens(
             f"the prompt has {prompt_tokens} tokens but the model's context length is {context_length}; "
             f"shorten the {prompt_param}",
             param=prompt_param,
+            prompt_tokens=prompt_tokens,
+            maximum=context_length - 1,
         )
     room = context_length - prompt_tokens
+    if requested is not None and sampling.clamp_max_tokens:
+        return min(requested, room, max_tokens_limit or room)
     if requested is not None:
         if max_tokens_limit is not None and requested > max_tokens_limit:
             raise BadRequestError(

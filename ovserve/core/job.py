@@ -152,6 +152,11 @@ class Choice:
     def finish_reason(self) -> FinishReason:
         return finish_reason(self._engine_finish, stop_string=self._stop_string, tool_calls=bool(self.tool_calls))
 
+    @property
+    def stop_sequence(self) -> str | None:
+        """The request's stop string that ended this choice, if one did."""
+        return self._trimmer.matched
+
 
 @dataclass(kw_only=True)
 class Job(ABC):

@@ -15,6 +15,7 @@ class StopTrimmer:
         self._holdback = max((len(stop) for stop in self._stops), default=1) - 1
         self._pending = ""
         self.stopped = False
+        self.matched: str | None = None  # the stop sequence found (Anthropic's stop_sequence)
 
     def push(self, text: str) -> str:
         """Return the text that is safe to emit; sets :attr:`stopped` once a stop matched."""
@@ -29,6 +30,7 @@ class StopTrimmer:
             end = position + len(stop) if self._include else position
             emitted, self._pending = self._pending[:end], ""
             self.stopped = True
+            self.matched = stop
             return emitted
         cut = len(self._pending) - self._holdback
         if cut <= 0:

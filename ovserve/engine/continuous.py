@@ -278,9 +278,7 @@ class EngineLoop(LoopBase):
 
     def _stats(self) -> EngineStats:
         metrics = self._pipe.get_metrics()
-        if self._prefix_cache is not None and self._block_bytes:
-            # A cache grown on demand changes size: the model holds what the cache can.
-            self._prefix_cache.resize(int(metrics.kv_cache_size_in_bytes) // self._block_bytes)
+        self._track_cache_size(metrics)
         return EngineStats(
             active_requests=len(self._active) + len(self._admitting),
             releasing_requests=len(self._releasing),
@@ -290,6 +288,12 @@ class EngineLoop(LoopBase):
             kv_cache_bytes=int(metrics.kv_cache_size_in_bytes),
         )
 
+    def _track_cache_size(self, metrics: Any) -> None:
+        """The model holds what the KV cache can: a cache grown on demand (``cache_size`` 0) grows
+        inside a step to fit the sequences it runs, and keeps that size."""
+        if self._prefix_cache is not None and self._block_bytes:
+            self._prefix_cache.resize(int(metrics.kv_cache_size_in_bytes) // self._block_bytes)
+
     def _step(self, events: list[Event]) -> None:
         try:
             self._step_pipeline()
@@ -297,6 +301,11 @@ class EngineLoop(LoopBase):
             self._fail_after_step_error(exc, events)
             return
         self._added_since_step.clear()
+        # Before the step's blocks are remembered (in _drain): sized as the cache was before this
+        # step, the model would evict the oldest blocks of a prompt longer than any before it (its
+        # first blocks), and report nothing cached when it is resent, while the engine, which
+        # grew the cache for it, serves all of them.
+        self._track_cache_size(self._pipe.get_metrics())
         # Count down before draining, so a request that ends in this step is kept for two more.
         for request_id, (handle, steps_left) in list(self._releasing.items()):
             if steps_left <= 1:

@@ -20,7 +20,10 @@ The rule mirrored:
   KV is never computed) when it ends.
 - Blocks no running sequence holds stay cached until their memory is needed; the engine then
   overwrites the least recently used. The model keeps at most ``capacity_blocks`` (the KV cache's
-  current size in blocks), least recently used first out.
+  current size in blocks), least recently used first out. A cache grown on demand grows inside
+  the step that needs the room and keeps it, so the loop resizes the model after every step,
+  before it remembers that step's blocks (with the size from before, a prompt longer than any
+  earlier one would lose its first blocks here while the engine keeps them).
 
 What it cannot see makes the count an estimate, exact while the cache is large enough for what
 it holds: the engine frees blocks of running sequences under memory pressure (preemption)

@@ -77,6 +77,17 @@ class ChatTemplate:
         env.globals["strftime_now"] = _strftime_now
         return env.from_string(self.source)
 
+    @cached_property
+    def renders_late_system(self) -> bool:
+        """Whether a system message after the first user message is rendered in place (Qwen's
+        templates do; many others refuse it, or drop it silently)."""
+        probe = "ovserve: late system message probe"
+        messages: list[TemplateMessage] = [{"role": "user", "content": "hi"}, {"role": "system", "content": probe}]
+        try:
+            return probe in self.render(messages)
+        except BadRequestError:
+            return False
+
     def compile(self) -> None:
         """Fail at startup, not on the first request, if the template is not valid Jinja2."""
         _ = self._template

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import fnmatch
 import functools
 import logging
 import time
@@ -100,6 +101,8 @@ class ServedModel:
                 f"the prompt has {prompt_tokens} tokens but model '{self.name}' takes at most "
                 f"{step} per step (max_num_batched_tokens, dynamic_split_fuse off)",
                 param=param,
+                prompt_tokens=prompt_tokens,
+                maximum=step,
             )
 
     @property
@@ -210,11 +213,18 @@ class ModelRegistry:
         self._models = {model.name: model for model in models}
 
     def get(self, name: str) -> ServedModel:
-        model = self._models.get(name)
+        """The model named ``name``, or else the first whose aliases (glob patterns) match it."""
+        model = self._models.get(name) or self._aliased(name)
         if model is None:
             available = ", ".join(sorted(self._models)) or "none"
             raise ModelNotFoundError(f"model '{name}' is not served here (available: {available})", param="model")
         return model
+
+    def _aliased(self, name: str) -> ServedModel | None:
+        for model in self._models.values():
+            if any(fnmatch.fnmatchcase(name, alias) for alias in model.settings.aliases):
+                return model
+        return None
 
     def __iter__(self) -> Iterator[ServedModel]:
         return iter(self._models.values())

@@ -46,8 +46,8 @@ _WARM_UP_TEXT = "Warm-up: 0123456789, déjà vu, 日本語, emoji 🙂."
 class PromptTooLongError(ContextLengthExceededError):
     """The prompt cannot fit; ``at_least`` is a lower bound of its token count."""
 
-    def __init__(self, message: str, *, at_least: int, param: str | None = None) -> None:
-        super().__init__(message, param=param)
+    def __init__(self, message: str, *, at_least: int, limit: int, param: str | None = None) -> None:
+        super().__init__(message, param=param, prompt_tokens=at_least, maximum=limit)
         self.at_least = at_least
 
 
@@ -118,6 +118,7 @@ class PromptTokenizer:
         return PromptTooLongError(
             f"the prompt has at least {at_least} tokens, more than model '{self._name}' accepts ({limit})",
             at_least=at_least,
+            limit=limit,
             param=param,
         )
 
@@ -174,6 +175,7 @@ class PromptTokenizer:
                         f"{what} has {'at least ' if len(texts[index]) > CHUNK_CHARS else ''}{count} tokens, "
                         f"more than model '{self._name}' accepts ({limit})",
                         at_least=count,
+                        limit=limit,
                         param=param,
                     )
                 counts[index] = limit

@@ -367,6 +367,8 @@ def _to_settings(graph_path: Path, text: str, options: Any) -> GraphSettings:
 class ServableEntry:
     name: str
     graph_path: Path
+    # Other names clients may send for it (glob patterns; ovserve's extension of config.json).
+    aliases: tuple[str, ...] = ()
 
 
 def read_config(config_path: Path) -> list[ServableEntry]:
@@ -400,7 +402,7 @@ def read_config(config_path: Path) -> list[ServableEntry]:
                 raise GraphError(f"{config_path}:{_line_of(text, list_name)}: {label} needs a 'name'")
             quoted_name = json.dumps(name)
             where = f"{config_path}:{_line_of(text, quoted_name)}: {label} ('{name}')"
-            extra = sorted(set(entry) - {"name", "base_path", "graph_path", "subconfig"})
+            extra = sorted(set(entry) - {"name", "base_path", "graph_path", "subconfig", "aliases"})
             if extra:
                 raise GraphError(f"{where}: unknown field '{extra[0]}'")
             if "base_path" not in entry and "graph_path" not in entry:
@@ -412,7 +414,10 @@ def read_config(config_path: Path) -> list[ServableEntry]:
                                  f"no graph at {graph_path.resolve()}")  # fmt: skip
             if any(existing.name == name for existing in entries):
                 raise GraphError(f"{where}: field 'name': '{name}' is declared twice")
-            entries.append(ServableEntry(name=name, graph_path=graph_path.resolve()))
+            aliases = entry.get("aliases", [])
+            if not isinstance(aliases, list) or not all(isinstance(alias, str) and alias for alias in aliases):
+                raise GraphError(f"{where}: field 'aliases' must be a list of names or glob patterns")
+            entries.append(ServableEntry(name=name, graph_path=graph_path.resolve(), aliases=tuple(aliases)))
     if not entries:
         raise GraphError(f"{config_path}: no servables declared (model_config_list and mediapipe_config_list empty)")
     return entries

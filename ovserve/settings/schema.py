@@ -133,6 +133,14 @@ class ModelSettings(BaseModel):
     enable_tool_guided_generation: bool = Field(
         default=False, description="with tool_choice auto, constrain a call the model starts to the request's tools"
     )
+    aliases: list[str] = Field(
+        default_factory=list,
+        validation_alias="model_alias",
+        json_schema_extra=REPEATABLE,
+        description="another name clients may send as 'model' for this model, a glob pattern such as 'claude-*' "
+        "(Anthropic clients send their own model names); repeat the flag or separate with commas; in config.json: "
+        'an entry\'s "aliases" list',
+    )
     # Graph-only: draft_* scheduler options overriding the main model's (see engine_spec).
     draft_scheduler: dict[str, Any] = Field(default_factory=dict, json_schema_extra=NOT_A_FLAG)
     generation_config_path: Path | None = Field(default=None, json_schema_extra=NOT_A_FLAG)
@@ -141,6 +149,17 @@ class ModelSettings(BaseModel):
     @classmethod
     def _scheduler_options_are_flat(cls, data: Any) -> Any:
         return _lift_flat(_lift_flat(data, "scheduler", SchedulerSettings), "retrieval", RetrievalSettings)
+
+    @field_validator("aliases", mode="before")
+    @classmethod
+    def _split_aliases(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list | tuple):  # the flag's comma-separated form
+            return [
+                item.strip() for entry in value if isinstance(entry, str) for item in entry.split(",") if item.strip()
+            ]
+        return value
 
     @field_validator("plugin_config", mode="before")
     @classmethod
@@ -248,9 +267,9 @@ class ModelSettings(BaseModel):
         return PipelineKind.CONTINUOUS_BATCHING
 
     @classmethod
-    def from_graph(cls, name: str, graph: GraphSettings) -> ModelSettings:
+    def from_graph(cls, name: str, graph: GraphSettings, aliases: tuple[str, ...] = ()) -> ModelSettings:
         """The settings a graph's LLM node declares; a mistake is a GraphError naming line and option."""
-        values = {**GRAPH_DEFAULTS, **graph.values, "name": name, "source": str(graph.graph_path)}
+        values = {**GRAPH_DEFAULTS, **graph.values, "name": name, "source": str(graph.graph_path), "aliases": aliases}
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
@@ -570,4 +589,7 @@ def flags(model: type[BaseModel]) -> list[Flag]:
 
 def models_from_config(config_path: Path) -> list[ModelSettings]:
     """Every servable of an OVMS ``config.json``; raises GraphError naming file, line and field."""
-    return [ModelSettings.from_graph(entry.name, parse_graph(entry.graph_path)) for entry in read_config(config_path)]
+    return [
+        ModelSettings.from_graph(entry.name, parse_graph(entry.graph_path), entry.aliases)
+        for entry in read_config(config_path)
+    ]

@@ -64,7 +64,7 @@ def is_complete(model_dir: Path, version: str) -> bool:
 
 
 @contextlib.contextmanager
-def _build_lock(out_dir: Path) -> Iterator[None]:
+def build_lock(out_dir: Path) -> Iterator[None]:
     if not _HAVE_FLOCK:  # Windows: no flock; the rename-into-place still keeps models consistent.
         yield
         return
@@ -119,7 +119,7 @@ def build(models: Sequence[DemoModel], out_dir: Path, force: bool = False) -> di
     if not todo:
         return result
 
-    with _build_lock(out_dir):
+    with build_lock(out_dir):
         if _HAVE_FLOCK:
             # Holding the lock, any other scratch dir belongs to a builder that was killed.
             for leftover in out_dir.glob(f"{SCRATCH_PREFIX}*"):

@@ -120,3 +120,18 @@ def test_include_stop_defaults_to_stream() -> None:
 def test_an_empty_prompt_is_refused() -> None:
     with pytest.raises(BadRequestError, match="no tokens"):
         resolve_max_new_tokens(NOT_SENT, ModelDefaults(), prompt_tokens=0, context_length=10, max_tokens_limit=None)
+
+
+def test_clamped_max_tokens_take_what_the_context_and_the_limit_leave() -> None:
+    clamped = Sampling(max_tokens=64000, clamp_max_tokens=True)
+    defaults = ModelDefaults({"max_new_tokens": 64})
+    assert (
+        resolve_max_new_tokens(clamped, defaults, prompt_tokens=100, context_length=1000, max_tokens_limit=None) == 900
+    )
+    assert resolve_max_new_tokens(clamped, defaults, prompt_tokens=100, context_length=1000, max_tokens_limit=50) == 50
+    small = Sampling(max_tokens=10, clamp_max_tokens=True)
+    assert resolve_max_new_tokens(small, defaults, prompt_tokens=100, context_length=1000, max_tokens_limit=None) == 10
+    # The prompt itself must still fit: its counts travel with the error (Anthropic's wording).
+    with pytest.raises(ContextLengthExceededError) as too_long:
+        resolve_max_new_tokens(clamped, defaults, prompt_tokens=1200, context_length=1000, max_tokens_limit=None)
+    assert (too_long.value.prompt_tokens, too_long.value.maximum) == (1200, 999)

@@ -22,6 +22,7 @@ from ovserve.api import keys
 from ovserve.api.openapi import openapi_document
 from ovserve.api.table import add_routes
 from ovserve.app import create_app
+from ovserve.dialects.anthropic.request import MessagesRequest, PromptRequest
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.request import CompletionRequest
 from ovserve.dialects.openai.responses.request import ResponsesRequest
@@ -42,8 +43,12 @@ PATHS: dict[str, type[BaseModel]] = {
     "/v3/rerank": RerankRequest,
     "/v3/tokenize": TokenizeRequest,
     "/v3/detokenize": DetokenizeRequest,
+    "/v3/messages": MessagesRequest,
+    "/v3/messages/count_tokens": PromptRequest,
 }
-GENERATION = ("/v3/chat/completions", "/v3/completions", "/v3/responses")
+GENERATION = ("/v3/chat/completions", "/v3/completions", "/v3/responses", "/v3/messages")
+# Anthropic's Messages API: its error shape, 529 for an overloaded model.
+ANTHROPIC = ("/v3/messages", "/v3/messages/count_tokens")
 # The documented GETs: OpenAI's model list and model object.
 READS = ("/v3/models", "/v3/models/{name}")
 
@@ -85,12 +90,16 @@ async def test_openapi_document_is_valid_openapi_31_with_every_endpoint() -> Non
     for path in PATHS:
         responses = document["paths"][path]["post"]["responses"]
         expected = {"200", "400", "404", "413", "415"}
-        expected |= {"422", "429", "503"} if path in GENERATION else set()
+        if path in ANTHROPIC:
+            expected |= {"529"} | ({"429"} if path in GENERATION else set())
+        else:
+            expected |= {"422", "429", "503"} if path in GENERATION else set()
         expected |= {"429", "503", "504"} if path in ("/v3/embeddings", "/v3/rerank") else set()
         assert set(responses) == expected, path
         for status in expected - {"200"}:
             error = responses[status]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
-            assert document["components"]["schemas"][error]["required"] == ["error"]
+            required = ["error", "type"] if path in ANTHROPIC else ["error"]
+            assert sorted(document["components"]["schemas"][error]["required"]) == required
 
 
 def _post_routes(app: web.Application) -> dict[str, Any]:
@@ -263,6 +272,8 @@ async def test_openapi_type_mutations_are_refused_by_the_request_models() -> Non
         "/v3/rerank": {"model": "tiny-rerank", "query": "q", "documents": ["d"]},
         "/v3/tokenize": {"model": "tiny-llm", "content": "hi"},
         "/v3/detokenize": {"model": "tiny-llm", "tokens": [1]},
+        "/v3/messages": {"model": "tiny-llm", "max_tokens": 8, "messages": MESSAGES},
+        "/v3/messages/count_tokens": {"model": "tiny-llm", "messages": MESSAGES},
     }
     accepted = []
     for path, model in PATHS.items():

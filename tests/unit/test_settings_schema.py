@@ -46,6 +46,7 @@ def sample(flag: Flag, tiny_llm: Path, tmp_path: Path) -> tuple[str, Any]:
         "host": ("127.0.0.1", "127.0.0.1"),
         "pipeline_type": ("LM_CB", "LM_CB"),  # a draft model needs continuous batching
         "api_key": ("sk-test", ["sk-test"]),  # repeatable: one item per flag
+        "model_alias": ("claude-*, gpt-4o", ["claude-*", "gpt-4o"]),  # repeatable, comma-separated
         "responses_store": ("none", "none"),
     }
     if flag.name in special:

@@ -41,3 +41,10 @@ def test_text_after_a_stop_is_dropped() -> None:
     trimmer = StopTrimmer(["o"], include_stop=True)
     assert trimmer.push("hello world") == "hello"
     assert trimmer.push("more") == ""
+
+
+def test_the_stop_sequence_found_is_named() -> None:
+    trimmer = StopTrimmer(["END", "STOP"], include_stop=False)
+    assert trimmer.push("one ST") == "one"
+    assert trimmer.push("OP two") == " "
+    assert trimmer.stopped and trimmer.matched == "STOP"

@@ -1,0 +1,61 @@
+"""HTTP handlers of Anthropic's Messages API: ``POST /v1/messages`` (also ``/v3``, and with
+Claude Code's ``?beta=true``), ``POST /v1/messages/count_tokens``, and the Anthropic shapes of
+``GET /v1/models`` for a request that carries ``anthropic-version``.
+
+The messages handler shares the whole request path of the OpenAI endpoints
+(:func:`ovserve.api.routes.generate`: body, admission, deadline, metrics, disconnects); what differs
+is parsing (:func:`parse_messages_request`), the stream's framing (an ``event:`` line naming each
+event's type) and the error shape (Anthropic's, chosen per route by ``ovserve.api.table`` and
+written by the error middleware in ``ovserve.app``).
+
+Options this server does not use (``context_management``, ``output_config``, ``service_tier``,
+``container``, ``mcp_servers``... and ``anthropic-beta`` features) are accepted and ignored: each
+name is logged once per server run, at INFO, so an agent that sends them on every turn does not
+fill the log.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from ovserve.api import keys
+from ovserve.api.routes import generate, json_response, read_json_object
+from ovserve.api.sse import NamedEventWriter
+from ovserve.dialects.anthropic.adapter import MessagesEndpoint
+from ovserve.dialects.anthropic.request import MessagesRequest, PromptRequest
+from ovserve.errors import bad_request
+from ovserve.json_types import JsonObject
+
+ENDPOINT = "messages"
+
+
+def _parse(request: web.Request, payload: JsonObject, model: type[PromptRequest]) -> PromptRequest:
+    try:
+        parsed = model.model_validate(payload)
+    except ValidationError as exc:
+        raise bad_request(exc) from None
+    endpoint = request.app[keys.MESSAGES]
+    endpoint.ignoring("options", parsed.unknown_fields())
+    betas = request.headers.getall("anthropic-beta", [])
+    endpoint.ignoring("beta features", (beta.strip() for header in betas for beta in header.split(",") if beta.strip()))
+    return parsed
+
+
+def parse_messages_request(request: web.Request, payload: JsonObject) -> MessagesRequest:
+    parsed = _parse(request, payload, MessagesRequest)
+    assert isinstance(parsed, MessagesRequest)
+    return parsed
+
+
+async def create_message(request: web.Request) -> web.StreamResponse:
+    def parse(payload: JsonObject) -> MessagesRequest:
+        return parse_messages_request(request, payload)
+
+    endpoint: MessagesEndpoint = request.app[keys.MESSAGES]
+    return await generate(request, ENDPOINT, parse, endpoint, writer=NamedEventWriter)
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    parsed = _parse(request, await read_json_object(request), PromptRequest)
+    return json_response(await request.app[keys.MESSAGES].count_tokens(parsed))
