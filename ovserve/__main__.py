@@ -23,8 +23,9 @@ from ovserve.api.connection import TimedServer
 from ovserve.app import create_app, load_models
 from ovserve.engine.memory import pin_malloc_thresholds
 from ovserve.errors import ServiceUnavailableError, complaints
+from ovserve.settings.flags import ENV_PREFIX, flags
 from ovserve.settings.graph import GraphError
-from ovserve.settings.schema import ENV_PREFIX, ModelSettings, ServerSettings, flags, models_from_config
+from ovserve.settings.schema import ModelSettings, ServerSettings, models_from_config
 
 log = logging.getLogger("ovserve")
 

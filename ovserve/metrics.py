@@ -25,13 +25,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ovserve.engine.memory import resident_memory_bytes
 from ovserve.engine.messages import EngineStats
 from ovserve.loop_lag import BUCKETS as LOOP_LAG_BUCKETS
 from ovserve.loop_lag import LoopLagMonitor
@@ -254,19 +254,6 @@ class RequestRecorder:
         self._metrics.request_latency.labels(model=self.model).observe(time.monotonic() - self.arrived)
         labels = {"model": self.model, "endpoint": self._endpoint, "outcome": outcome, "status": str(status)}
         self._metrics.requests.labels(**labels).inc()
-
-
-def resident_memory_bytes(pid: int) -> int | None:
-    """A process's resident memory (``VmRSS`` in ``/proc/<pid>/status``); None when there is none to
-    read: the process is gone or a zombie (no ``VmRSS`` line), or there is no ``/proc``."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_bytes()
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith(b"VmRSS:"):
-            return int(line.split()[1]) * 1024  # the kernel writes kB
-    return None
 
 
 def _gauge(name: str, documentation: str) -> GaugeMetricFamily:
