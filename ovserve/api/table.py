@@ -2,9 +2,9 @@
 
 A :class:`Route` names its canonical path, the prefixes it is also served under (OpenAI clients
 call ``/v1``, llama.cpp clients no prefix at all), whether it answers without an API key (probes),
-whether it keeps answering during a drain (probes and scrapes must see the drain), and for the
-OpenAPI document whether it is a documented POST operation. The auth and drain middlewares ask
-:func:`route_of` instead of keeping path lists of their own.
+whether it keeps answering during a drain (probes and scrapes must see the drain), and whether
+it is a POST operation the OpenAPI document describes (the operator's routes are not). The auth
+and drain middlewares ask :func:`route_of` instead of keeping path lists of their own.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ class Route:
     open: bool = False  # answered without an API key
     while_draining: bool = False  # still answered once SIGTERM started a drain
     metrics: bool = False  # /metrics: open with --metrics_public
+    # A POST that /openapi.json documents (and the fuzzer sends): the API's operations, not the
+    # operator's (model load/unload, config reload: no body, and not to be fuzzed).
+    documented: bool = True
 
     @property
     def paths(self) -> list[str]:
@@ -53,6 +56,9 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/detokenize", routes.detokenize, API_PREFIXES),
     Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES),
     Route("GET", "/models/{name}", routes.get_model, MODEL_LIST_PREFIXES),
+    Route("POST", "/models/{name}/load", routes.load_model, MODEL_LIST_PREFIXES, documented=False),
+    Route("POST", "/models/{name}/unload", routes.unload_model, MODEL_LIST_PREFIXES, documented=False),
+    Route("POST", "/v1/config/reload", routes.reload_config, documented=False),
     Route("GET", "/v2/health/live", routes.health_live, open=True, while_draining=True),
     Route("GET", "/v2/health/ready", routes.health_ready, open=True, while_draining=True),
     Route("GET", "/v2/models/{name}/ready", routes.model_ready, open=True, while_draining=True),

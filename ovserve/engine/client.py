@@ -436,6 +436,11 @@ class EngineClient:
         return self.state is EngineState.READY
 
     @property
+    def retrying(self) -> bool:
+        """A replacement for a dead or stalled process is on its way (or waits for its next attempt)."""
+        return self._restart_task is not None and not self._restart_task.done()
+
+    @property
     def inflight(self) -> int:
         return len(self._streams)
 
