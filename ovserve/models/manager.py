@@ -91,7 +91,7 @@ class ResidencyManager:
         self._lazy_default = settings.lazy_load
         self._idle_default = settings.idle_unload_timeout
         # Reads an engine's resident memory (the fast tests' scripted engines have no process).
-        self._measure = measure or (lambda model: model.engine.resident_bytes())
+        self.measure = measure or (lambda model: model.engine.resident_bytes())
         self._managed: dict[int, ServedModel] = {}  # by id(): a reload may serve two models of one name
         self._counters: dict[str, ResidencyCounters] = {}
         self._placement = asyncio.Lock()
@@ -201,7 +201,7 @@ class ResidencyManager:
     def _loaded(self, model: ServedModel, seconds: float) -> None:
         residency = model.residency
         residency.counters.loaded(seconds)
-        residency.observe(self._measure(model))
+        residency.observe(self.measure(model))
         residency.last_used_at = time.monotonic()  # the idle timer starts now
 
     # -- what a request sees ------------------------------------------------------------------
@@ -394,7 +394,7 @@ class ResidencyManager:
         log.info("model %r unloaded (%s; it held %s)", model.name, reason, note)
 
     def _memory_note(self, model: ServedModel) -> str:
-        rss = self._measure(model)
+        rss = self.measure(model)
         used = f"{_mib(self.in_use())} of {_mib(self.budget)} budget in use" if self.budget else "no budget"
         return f"{_mib(rss) if rss is not None else 'unknown memory'}; {used}"
 
@@ -406,7 +406,7 @@ class ResidencyManager:
             for model in list(self._managed.values()):
                 residency = model.residency
                 if model.engine.ready:
-                    residency.observe(self._measure(model))
+                    residency.observe(self.measure(model))
                 if self._idle_expired(model):
                     residency.unload_task = self._task(self._unloading(model, "idle"), f"unload-{model.name}")
 
@@ -492,7 +492,7 @@ class ResidencyManager:
         """The model's ``ovserve`` object in ``GET /v3/models``."""
         residency = model.residency
         state = self.state(model)
-        memory = self._measure(model) if state is ModelState.LOADED else None
+        memory = self.measure(model) if state is ModelState.LOADED else None
         return {
             "state": state.value,
             "pinned": residency.pinned,
