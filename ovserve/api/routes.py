@@ -392,8 +392,7 @@ async def health(request: web.Request) -> web.Response:
     status = "draining" if draining else "ok" if ready else "loading"
     body: JsonObject = {"status": status}
     if is_authorized(request, request.app[keys.API_KEYS]):
-        residency = request.app[keys.RESIDENCY]
-        body["models"] = {model.name: residency.state(model).value for model in models}
+        body["models"] = {model.name: model.engine.state.value for model in models}
     return json_response(body, status=200 if ready else 503)
 
 

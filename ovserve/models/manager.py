@@ -386,12 +386,14 @@ class ResidencyManager:
         if residency.active:
             log.info("unloading model %r (%s) once its %d request(s) finish", model.name, reason, residency.active)
         await residency.no_active.wait()
+        held = residency.resident or model.engine.running_pid is not None
         note = self._memory_note(model)
         await model.engine.unload()
         residency.freed()
-        residency.counters.unloaded(reason)
         self.capacity_changed()
-        log.info("model %r unloaded (%s; it held %s)", model.name, reason, note)
+        if held:
+            residency.counters.unloaded(reason)
+            log.info("model %r unloaded (%s; it held %s)", model.name, reason, note)
 
     def _memory_note(self, model: ServedModel) -> str:
         rss = self.measure(model)

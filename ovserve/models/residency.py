@@ -148,8 +148,12 @@ class Residency:
         return any(task is not None and not task.done() for task in (self.load_task, self.unload_task))
 
     def estimate(self) -> int:
-        """What a load of this model is expected to take (see the module doc)."""
-        return self.measured if self.measured is not None else self.estimate_before_measure
+        """What a load of this model is expected to take (see the module doc): while it is loaded,
+        the peak of this residency so far."""
+        for figure in (self.peak, self.measured):
+            if figure is not None:
+                return figure
+        return self.estimate_before_measure
 
     def accounted(self) -> int:
         """What the budget counts for it now: 0 unless resident."""
