@@ -39,7 +39,7 @@ from ovserve.parsers import REASONING_PARSERS, TOOL_PARSERS
 from ovserve.settings.flags import NOT_A_FLAG, REPEATABLE, SETTINGS_CONFIG, input_names
 from ovserve.settings.graph import GraphError, GraphSettings, ServableEntry, parse_graph, read_config
 from ovserve.settings.media import MediaSettings
-from ovserve.settings.resources import DEFAULT_CACHE_DIR, compile_cache_properties, parse_memory_size
+from ovserve.settings.resources import CACHE_DIR, DEFAULT_CACHE_DIR, compile_cache_properties, parse_memory_size
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ class ModelSettings(BaseModel):
         if self.draft_path is not None:
             draft_scheduler = self.scheduler.model_copy(update=self.draft_scheduler)
         plugin_config = {key: value for key, value in self.plugin_config.items() if key != "prompt_lookup"}
-        if compile_cache is not None:
+        if compile_cache is not None and CACHE_DIR not in plugin_config:  # a plugin_config's cache is its own
             plugin_config = {**compile_cache_properties(compile_cache, self.device), **plugin_config}
         return EngineSpec(
             name=self.name,
