@@ -115,6 +115,11 @@ def test_once_measured_the_estimate_is_the_last_residency_peak() -> None:
     assert residency.accounted() == 500
     for rss in (100, 180, 150):
         residency.observe(rss)
-    assert residency.accounted() == 180
+    assert residency.accounted() == 500  # never less than it was placed with
+    residency.observe(700)
+    assert residency.accounted() == 700
     residency.freed()
-    assert (residency.estimate(), residency.accounted()) == (180, 0)
+    assert (residency.estimate(), residency.accounted()) == (700, 0)
+    residency.resident, residency.reserved = True, residency.estimate()
+    residency.observe(300)
+    assert residency.accounted() == 700  # it may grow back to its last peak
