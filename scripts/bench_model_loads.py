@@ -4,16 +4,16 @@ a switch adds when two models alternate under a memory budget that holds one.
 
 For each model (``--models``, directories of OpenVINO IR models):
 
-1. **Loads.** A server with ``--lazy_load``; each cycle unloads the model (``POST .../unload``) and
-   times one short streamed request from its send to its first token, the load included, and
-   reads the load's own duration from ``ovserve_model_load_duration_seconds``. Without a cache
-   (``--cache_dir none``: every load compiles), then with a fresh cache directory (its first load
-   compiles and writes the cache; the next ones import from it). The OS page cache is warm in
-   both cases (the model files were read before): "cold" here means compiled, not read from disk.
-2. **Switches.** Two names for the model in one config.json, requests alternating between them:
-   first with no budget (both stay loaded: the baseline), then under a budget that holds one (each
-   request evicts the other model and loads its own, from the warm cache). The added latency per
-   switch is the median difference.
+1. **Loads.** Two servers with ``--lazy_load``, one without a model cache (``--cache_dir none``:
+   every load compiles) and one with a fresh cache directory (its first load compiles and fills it;
+   the next ones import from it), taking turns: each cycle unloads the model (``POST .../unload``),
+   times one short streamed request from its send to its first token, the load included, and reads
+   the load's own duration from ``ovserve_model_load_duration_seconds``. The OS page cache is warm
+   for both (the model files were read before): "no cache" means compiled, not read from disk.
+2. **Switches.** Two names for the model in one config.json, requests alternating between them, on
+   two servers taking turns request by request: one with no budget (both stay loaded: the
+   baseline), one under a budget that holds one (each request evicts the other model and loads its
+   own, from the warm cache). The added latency per switch is the difference of the medians.
 
 The figures go to stdout as a Markdown table and, with ``--out``, as JSON, with the machine's load
 averages before and after (the runs are timing-sensitive: note what else ran).
@@ -120,45 +120,64 @@ def load_seconds_total(url: str, model: str) -> tuple[float, float]:
     return values.get("sum", 0.0), values.get("count", 0.0)
 
 
+def load_cycle(url: str, name: str) -> tuple[float, float]:
+    """Unload ``name``, then time one request (which loads it); (first token, load duration)."""
+    _request(f"{url}/v3/models/{name}/unload", "POST")
+    before = load_seconds_total(url, name)
+    ttft = time_to_first_token(url, name)
+    after = load_seconds_total(url, name)
+    _request(f"{url}/v3/models/{name}/unload", "POST")  # one engine at a time on the machine
+    return ttft, after[0] - before[0]
+
+
 def measure_loads(model_dir: Path, cache: str, cycles: int, log: Path) -> dict[str, Any]:
-    """Load cycles of one model: each an unload, then a timed first request; the load durations."""
+    """Load cycles of one model, without a model cache and with one, taking turns cycle by cycle
+    (two servers: a neighbour's load on the shared cores falls on both alike). The first load with
+    the cache fills it and is reported on its own."""
     name = "m"
-    args = ["--model_path", str(model_dir), "--model_name", name, "--lazy_load", "--cache_dir", cache]
-    ttfts, loads = [], []
-    with server(args, log) as url:
+    base = ["--model_path", str(model_dir), "--model_name", name, "--lazy_load", "--cache_dir"]
+    figures: dict[str, Any] = {"no_cache": {"ttft_s": [], "load_s": []}, "cache": {"ttft_s": [], "load_s": []}}
+    with server([*base, "none"], log) as plain, server([*base, cache], log) as cached:
+        figures["cache_fill"] = load_cycle(cached, name)
         for _ in range(cycles):
-            _request(f"{url}/v3/models/{name}/unload", "POST")
-            before = load_seconds_total(url, name)
-            ttfts.append(time_to_first_token(url, name))
-            after = load_seconds_total(url, name)
-            loads.append(after[0] - before[0])
-        _request(f"{url}/v3/models/{name}/unload", "POST")
-        estimate = _request(f"{url}/v3/models/{name}")["ovserve"]["memory_estimate_bytes"]
-    return {"ttft_s": ttfts, "load_s": loads, "measured_bytes": estimate}
+            for key, url in (("no_cache", plain), ("cache", cached)):
+                ttft, load = load_cycle(url, name)
+                figures[key]["ttft_s"].append(ttft)
+                figures[key]["load_s"].append(load)
+        figures["measured_bytes"] = _request(f"{cached}/v3/models/{name}")["ovserve"]["memory_estimate_bytes"]
+    return figures
 
 
-def measure_switches(model_dir: Path, budget: int | None, rounds: int, log: Path, cache: str) -> list[float]:
-    """First-token times of requests alternating between two names of the model (``rounds`` each)."""
+def switch_config(model_dir: Path) -> Path:
+    """A config.json serving the model under two names, x and y."""
     base = Path(tempfile.mkdtemp(prefix="switch-"))
     entries = []
     for name in ("x", "y"):
         (base / name).mkdir()
         options = f'[type.googleapis.com / mediapipe.LLMCalculatorOptions]: {{ models_path: "{model_dir}" }}'
-        (base / name / "graph.pbtxt").write_text(
-            f'node: {{ calculator: "HttpLLMCalculator"\nnode_options: {{ {options} }} }}\n'
-        )
+        graph = f'node: {{ calculator: "HttpLLMCalculator"\nnode_options: {{ {options} }} }}\n'
+        (base / name / "graph.pbtxt").write_text(graph)
         entries.append({"name": name, "base_path": name})
     (base / "config.json").write_text(json.dumps({"mediapipe_config_list": entries}))
-    args = ["--config_path", str(base / "config.json"), "--cache_dir", cache]
-    if budget is not None:
-        args += ["--models_memory_budget", str(budget), "--lazy_load"]
-    times = []
-    with server(args, log) as url:
-        for name in ("x", "y"):  # both loaded once (and, under a budget, x evicted by y)
-            time_to_first_token(url, name)
+    return base / "config.json"
+
+
+def measure_switches(model_dir: Path, budget: int, rounds: int, log: Path, cache: str) -> dict[str, list[float]]:
+    """First-token times of requests alternating between x and y, on a server where both stay
+    loaded and on one whose budget holds one (every request evicts the other and loads its own),
+    taking turns request by request."""
+    config = switch_config(model_dir)
+    args = ["--config_path", str(config), "--cache_dir", cache]
+    times: dict[str, list[float]] = {"resident": [], "switching": []}
+    budgeted = [*args, "--models_memory_budget", str(budget), "--lazy_load"]
+    with server(args, log) as resident, server(budgeted, log) as switching:
+        for url in (resident, switching):
+            for name in ("x", "y"):  # each loaded once
+                time_to_first_token(url, name)
         for _ in range(rounds):
             for name in ("x", "y"):
-                times.append(time_to_first_token(url, name))
+                times["resident"].append(time_to_first_token(resident, name))
+                times["switching"].append(time_to_first_token(switching, name))
     return times
 
 
@@ -178,27 +197,23 @@ def main() -> int:
     for model in args.models.split(","):
         model_dir = (ROOT / model).resolve() if not Path(model).is_absolute() else Path(model)
         cache = tempfile.mkdtemp(prefix="ov-cache-")
-        figures: dict[str, Any] = {}
-        figures["no_cache"] = measure_loads(model_dir, "none", args.cycles, log)
-        figures["cache"] = measure_loads(model_dir, cache, args.cycles + 1, log)  # the first one fills it
-        one = figures["cache"]["measured_bytes"]
-        both = measure_switches(model_dir, None, args.rounds, log, cache)
-        switching = measure_switches(model_dir, int(one * 1.5), args.rounds, log, cache)
-        figures["switch"] = {"resident_ttft_s": both, "switching_ttft_s": switching, "budget_bytes": int(one * 1.5)}
+        figures = measure_loads(model_dir, cache, args.cycles, log)
+        budget = int(figures["measured_bytes"] * 1.5)
+        figures["switch"] = {**measure_switches(model_dir, budget, args.rounds, log, cache), "budget_bytes": budget}
         results["models"][model_dir.name] = figures
         print(json.dumps({model_dir.name: figures}), file=sys.stderr, flush=True)
     results["load_average_after"] = os.getloadavg()
     print(f"load average before {results['load_average_before']}, after {results['load_average_after']}")
-    print("| model | load, no cache | first token, no cache | load, cache filled | load, warm cache | "
-          "first token, warm cache | switch: first token resident | switching | added per switch |")  # fmt: skip
+    print("| model | load: no cache | cache filled | warm cache | first token after a load: no cache | warm cache "
+          "| first token: both resident | switching | added per switch |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     for name, figures in results["models"].items():
         cold, warm, switch = figures["no_cache"], figures["cache"], figures["switch"]
-        resident_s, switching_s = median(switch["resident_ttft_s"]), median(switch["switching_ttft_s"])
+        resident_s, switching_s = median(switch["resident"]), median(switch["switching"])
         print(
-            f"| {name} | {median(cold['load_s']):.2f} s | {median(cold['ttft_s']):.2f} s | {warm['load_s'][0]:.2f} s | "
-            f"{median(warm['load_s'][1:]):.2f} s | {median(warm['ttft_s'][1:]):.2f} s | {resident_s:.2f} s | "
-            f"{switching_s:.2f} s | {switching_s - resident_s:.2f} s |"
+            f"| {name} | {median(cold['load_s']):.2f} s | {figures['cache_fill'][1]:.2f} s | "
+            f"{median(warm['load_s']):.2f} s | {median(cold['ttft_s']):.2f} s | {median(warm['ttft_s']):.2f} s | "
+            f"{resident_s:.2f} s | {switching_s:.2f} s | {switching_s - resident_s:.2f} s |"
         )
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=2))

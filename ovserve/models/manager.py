@@ -122,10 +122,6 @@ class ResidencyManager:
         residency.lazy = lazy and not settings.pinned
         residency.idle_timeout = None if settings.pinned or not idle else idle
 
-    @property
-    def managed(self) -> Iterator[ServedModel]:
-        return iter(list(self._managed.values()))
-
     def in_use(self) -> int:
         """What the resident models take, as the budget counts it."""
         return sum(model.residency.accounted() for model in self._managed.values())

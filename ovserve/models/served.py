@@ -92,9 +92,10 @@ class ServedModel:
         """The 503 of a request to this model that cannot be served nor loaded for it now (loading
         at start, restarting, a failed load in its backoff); before any work."""
         manager = self.residency.manager
-        error = manager.unavailable(self) if manager is not None else None
-        if manager is None and not self.engine.ready:
-            error = self.engine.not_ready_error()
+        if manager is not None:
+            error = manager.unavailable(self)
+        else:
+            error = None if self.engine.ready else self.engine.not_ready_error()
         if error is not None:
             raise error
 
