@@ -283,3 +283,18 @@ async def test_a_stream_parsed_after_a_load_on_demand_is_complete(serve_on_deman
         assert response.status == 200
         events = parse_sse(await response.text())
     assert events[-1] == "[DONE]"
+
+
+async def test_load_unload_and_config_reload_need_the_api_key(serve_on_demand: Start) -> None:
+    lazy = fast_model(name="lazy")
+    served = await serve_on_demand(lazy, lazy_load=True, api_key=["sk-ops"])
+    for path in ("/v3/models/lazy/load", "/v3/models/lazy/unload", "/v1/config/reload"):
+        async with served.client.post(path) as response:
+            assert response.status == 401, path
+    assert lazy.launcher.launched == []
+    headers = {"Authorization": "Bearer sk-ops"}
+    async with served.client.post("/v3/models/lazy/load", headers=headers) as response:
+        assert response.status == 200
+    async with served.client.post("/v1/config/reload", headers=headers) as response:
+        assert response.status == 400  # no --config_path here
+        assert "config_path" in (await response.json())["error"]["message"]
