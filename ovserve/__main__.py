@@ -23,8 +23,9 @@ from ovserve.api.connection import TimedServer
 from ovserve.app import create_app, load_models
 from ovserve.engine.memory import pin_malloc_thresholds
 from ovserve.errors import ServiceUnavailableError, complaints
+from ovserve.settings.flags import ENV_PREFIX, flags
 from ovserve.settings.graph import GraphError
-from ovserve.settings.schema import ENV_PREFIX, ModelSettings, ServerSettings, flags, models_from_config
+from ovserve.settings.schema import ModelSettings, ServerSettings, models_from_config
 
 log = logging.getLogger("ovserve")
 
@@ -116,20 +117,20 @@ def settings_from_flags(values: Mapping[str, Any]) -> ServerSettings:
         host_properties = model.pop("plugin_config", None)
         for name in model:
             log.warning("--%s is ignored with --config_path: each graph sets its model's options", name)
-        models = models_from_config(Path(server["config_path"]))
-        if host_properties is not None:
-            models = _with_host_properties(models, host_properties)
-        return ServerSettings.model_validate({**server, "models": models})
+        host = _host_properties(host_properties) if host_properties is not None else {}
+        models = models_from_config(Path(server["config_path"]), host)
+        return ServerSettings.model_validate({**server, "models": models, "host_plugin_config": host})
     if "model_path" not in model or "model_name" not in model:
         raise UsageError("give --model_path and --model_name, or --config_path")
     return ServerSettings.model_validate({**server, "models": [model]})
 
 
-def _with_host_properties(models: list[ModelSettings], text: str) -> list[ModelSettings]:
+def _host_properties(text: str) -> dict[str, Any]:
     """--plugin_config with --config_path: the machine's OpenVINO properties (threads from a CPU
-    limit, a cache directory) under every graph's own plugin_config, whose keys win."""
+    limit, a cache directory), put under every graph's own plugin_config (whose keys win), at start
+    and at every config reload."""
     try:
-        defaults = ModelSettings._json_object(text)
+        defaults: dict[str, Any] = ModelSettings._json_object(text)
     except ValueError as exc:
         raise UsageError(f"--plugin_config: {exc}") from None
     choosing_pipeline = sorted({"prompt_lookup", "draft_model"} & defaults.keys())
@@ -137,7 +138,7 @@ def _with_host_properties(models: list[ModelSettings], text: str) -> list[ModelS
         raise UsageError(
             f"--plugin_config with --config_path sets machine properties; {choosing_pipeline} belong in a graph"
         )
-    return [model.model_copy(update={"plugin_config": {**defaults, **model.plugin_config}}) for model in models]
+    return defaults
 
 
 def _flag_of(location: tuple[int | str, ...]) -> str:

@@ -36,6 +36,8 @@ from ovserve.errors import (
 )
 from ovserve.loop_lag import LoopLagMonitor
 from ovserve.metrics import ServerMetrics
+from ovserve.models.manager import ResidencyManager
+from ovserve.models.reload import ConfigReloader
 from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.settings.schema import ServerSettings
 
@@ -161,10 +163,15 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.OLLAMA] = OllamaEndpoint(models, chat, CompletionGeneration(models))
     app[keys.MESSAGES] = MessagesEndpoint(chat)
     app[keys.LOOP_LAG] = LoopLagMonitor()
+    residency = ResidencyManager(models, settings)
+    app[keys.RESIDENCY] = residency
+    if settings.config_path is not None:
+        app[keys.CONFIG_RELOADER] = ConfigReloader(settings, models, residency)
     app[keys.METRICS] = metrics
-    app[keys.METRICS].watch(models, app[keys.LOOP_LAG], store)
+    app[keys.METRICS].watch(models, app[keys.LOOP_LAG], store, residency)
     table.add_routes(app)
     app.cleanup_ctx.append(_engines)
+    app.cleanup_ctx.append(_config_watch)
     app.cleanup_ctx.append(_media)
     app.cleanup_ctx.append(_loop_lag)
     app.cleanup_ctx.append(_response_store)
@@ -172,15 +179,25 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
 
 
 async def _engines(app: web.Application) -> AsyncIterator[None]:
-    """Start every engine in the background: the HTTP port answers (health: 503) while they load.
-    A model that cannot load is retried with growing delays and never stops the others."""
-    models = app[keys.MODELS]
-    loading = [asyncio.create_task(model.engine.keep_started(), name=f"load-{model.name}") for model in models]
-    app[keys.ENGINE_LOADS] = loading
+    """Start the engines of the models loaded at start in the background: the HTTP port answers
+    (health: 503) while they load. A model that cannot load is retried with growing delays and
+    never stops the others. Models loaded on demand wait for their first request."""
+    residency = app[keys.RESIDENCY]
+    app[keys.ENGINE_LOADS] = residency.start()
     yield
-    for task in loading:
+    await residency.close()
+
+
+async def _config_watch(app: web.Application) -> AsyncIterator[None]:
+    """With --config_path: config.json and its graphs checked every --file_system_poll_wait_seconds."""
+    reloader = app.get(keys.CONFIG_RELOADER)
+    interval = app[keys.SETTINGS].file_system_poll_wait_seconds
+    task = None
+    if reloader is not None and interval > 0:
+        task = asyncio.create_task(reloader.watch(interval), name="config-watch")
+    yield
+    if task is not None:
         task.cancel()
-    await asyncio.gather(*(model.engine.close() for model in models), return_exceptions=True)
 
 
 async def _media(app: web.Application) -> AsyncIterator[None]:

@@ -166,6 +166,24 @@ class TooManyRequestsError(ServiceUnavailableError):
     default_code = "queue_full"
 
 
+class ModelTooLargeError(ServiceUnavailableError):
+    """A model whose estimated memory exceeds the whole --models_memory_budget: no eviction can make
+    room, so there is no ``Retry-After`` (retrying helps only once the budget or the model changes)."""
+
+    default_code = "model_too_large_for_budget"
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+
+class ConflictError(OvserveError):
+    """The request contradicts the server's configuration (unloading a pinned model)."""
+
+    status = 409
+    error_type = "invalid_request_error"
+    default_code = "conflict"
+
+
 class DeadlineExceededError(OvserveError):
     """The request ran past --request_timeout; its engine work was cancelled."""
 

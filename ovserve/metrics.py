@@ -23,15 +23,15 @@ README lists them next to the vLLM / llama.cpp metrics they correspond to.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ovserve.engine.memory import resident_memory_bytes
 from ovserve.engine.messages import EngineStats
 from ovserve.loop_lag import BUCKETS as LOOP_LAG_BUCKETS
 from ovserve.loop_lag import LoopLagMonitor
@@ -104,6 +104,51 @@ class ServedModelView(Protocol):
     @property
     def drafting(self) -> _DraftingState: ...
 
+
+class LoadCounts(Protocol):
+    """A model's residency counters (``ovserve.models.residency.ResidencyCounters``)."""
+
+    @property
+    def loads(self) -> int: ...
+    @property
+    def unloads(self) -> Mapping[str, int]: ...
+    @property
+    def evictions(self) -> int: ...
+    @property
+    def load_buckets(self) -> Sequence[int]: ...
+    @property
+    def load_count(self) -> int: ...
+    @property
+    def load_seconds(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class ResidencyRow:
+    """One model as the residency metrics read it."""
+
+    model: str
+    state: str  # one of MODEL_STATES
+    estimate_bytes: int  # what a load of it is expected to take
+    counts: LoadCounts
+
+
+class ResidencyView(Protocol):
+    """What the collector reads of the residency manager (``ovserve.models.manager``)."""
+
+    @property
+    def budget(self) -> int | None: ...
+
+    def in_use(self) -> int: ...
+
+    def metric_rows(self) -> Iterable[ResidencyRow]: ...
+
+
+# The states of a model (``ovserve.models.residency.ModelState``), one series each.
+MODEL_STATES = ("loaded", "loading", "unloading", "unloaded", "failed")
+# Why a model was unloaded, one series each from the start.
+UNLOAD_REASONS = ("idle", "evicted", "api", "config")
+# Load durations (seconds), from the tiny model's to a large model's cold compile.
+LOAD_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
 
 # Latency buckets (seconds): from a fast decode step on a small model to a multi-minute answer.
 _TOKEN_BUCKETS = (0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5)
@@ -180,18 +225,25 @@ class ServerMetrics:
         )
         for reason in ("missing_key", "invalid_key"):
             self.auth_failures.labels(reason=reason)  # exported as 0 before the first failure
-        self._models: list[ServedModelView] = []
+        self._models: Iterable[ServedModelView] = ()
         self._loop_lag: LoopLagMonitor | None = None
         self._store: ResponseStoreView | None = None
+        self._residency: ResidencyView | None = None
         self.registry.register(_ServerCollector(self))
         ProcessCollector(registry=self.registry)
 
     def watch(
-        self, models: Iterable[ServedModelView], loop_lag: LoopLagMonitor, store: ResponseStoreView | None = None
+        self,
+        models: Iterable[ServedModelView],
+        loop_lag: LoopLagMonitor,
+        store: ResponseStoreView | None = None,
+        residency: ResidencyView | None = None,
     ) -> None:
-        self._models = list(models)
+        """Read these at every scrape (``models`` is iterated each time: a config reload changes it)."""
+        self._models = models
         self._loop_lag = loop_lag
         self._store = store
+        self._residency = residency
 
     def recorder(self, endpoint: str) -> RequestRecorder:
         return RequestRecorder(self, endpoint)
@@ -256,19 +308,6 @@ class RequestRecorder:
         self._metrics.requests.labels(**labels).inc()
 
 
-def resident_memory_bytes(pid: int) -> int | None:
-    """A process's resident memory (``VmRSS`` in ``/proc/<pid>/status``); None when there is none to
-    read: the process is gone or a zombie (no ``VmRSS`` line), or there is no ``/proc``."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_bytes()
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith(b"VmRSS:"):
-            return int(line.split()[1]) * 1024  # the kernel writes kB
-    return None
-
-
 def _gauge(name: str, documentation: str) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, labels=["model"])
 
@@ -314,7 +353,8 @@ class _ServerCollector(Collector):
         proposed = _counter("ovserve_draft_proposed_tokens", "Draft tokens proposed (num_assistant_tokens mode).")
         verify = _counter("ovserve_draft_verify_steps", "Main-model verification steps of drafting requests.")
         now = time.monotonic()
-        for model in self._metrics._models:
+        models = list(self._metrics._models)
+        for model in models:
             name = [model.name]
             engine, admission = model.engine, model.admission
             ready.add_metric(name, 1.0 if engine.ready else 0.0)
@@ -344,8 +384,10 @@ class _ServerCollector(Collector):
                 verify.add_metric(name, model.drafting.verify_steps)
         yield from (ready, inflight, waiting, running, prompt_tokens, rejected, restarts, start_failures, stalls)
         yield from (engine_requests, handles, scheduled, kv_usage, kv_bytes, report_age, memory)
-        if any(model.drafting.requests for model in self._metrics._models):
+        if any(model.drafting.requests for model in models):
             yield from (accepted, proposed, verify)
+        if self._metrics._residency is not None:
+            yield from _residency_families(self._metrics._residency)
         store = self._metrics._store
         if store is not None and store.enabled:
             failures = CounterMetricFamily(
@@ -370,3 +412,59 @@ class _ServerCollector(Collector):
                 buckets=buckets,
                 sum_value=lag.total,
             )
+
+
+def _residency_families(view: ResidencyView) -> Iterator[Metric]:
+    """Models on demand: each model's state, loads, unloads, evictions, load durations and
+    estimated memory; the memory the loaded models take against the budget."""
+    state = GaugeMetricFamily(
+        "ovserve_model_state", "1 for the model's current state (loaded, loading, unloading, unloaded, failed).",
+        labels=["model", "state"],
+    )  # fmt: skip
+    loaded = _gauge("ovserve_model_loaded", "1 when the model's engine is loaded and serving, 0 otherwise.")
+    loads = _counter("ovserve_model_loads", "Loads of the model's engine that succeeded (at start or on demand).")
+    unloads = CounterMetricFamily(
+        "ovserve_model_unloads",
+        "Unloads of the model's engine by reason: idle (--idle_unload_timeout), evicted (to fit the memory budget), "
+        "api (POST .../unload), config (removed or replaced by a config reload).",
+        labels=["model", "reason"],
+    )
+    evictions = _counter("ovserve_model_evictions", "Unloads made to fit another model in --models_memory_budget.")
+    estimate = _gauge(
+        "ovserve_model_memory_estimate_bytes",
+        "Memory a load of the model is expected to take: its engine's peak in its last residency, else an estimate "
+        "from its files and KV cache size.",
+    )
+    durations = HistogramMetricFamily(
+        "ovserve_model_load_duration_seconds", "Time a load of the model's engine took until it served.",
+        labels=["model"],
+    )  # fmt: skip
+    for row in view.metric_rows():
+        name = [row.model]
+        for value in MODEL_STATES:
+            state.add_metric([row.model, value], 1.0 if value == row.state else 0.0)
+        loaded.add_metric(name, 1.0 if row.state == "loaded" else 0.0)
+        counts = row.counts
+        loads.add_metric(name, counts.loads)
+        for reason in UNLOAD_REASONS:
+            unloads.add_metric([row.model, reason], counts.unloads.get(reason, 0))
+        evictions.add_metric(name, counts.evictions)
+        estimate.add_metric(name, row.estimate_bytes)
+        cumulative, buckets = 0, []
+        for bound, count in zip(LOAD_BUCKETS, counts.load_buckets, strict=True):
+            cumulative += count
+            buckets.append((repr(bound), cumulative))
+        buckets.append(("+Inf", counts.load_count))
+        durations.add_metric(name, buckets, counts.load_seconds)
+    yield from (state, loaded, loads, unloads, evictions, estimate, durations)
+    yield GaugeMetricFamily(
+        "ovserve_models_memory_in_use_bytes",
+        "Memory the resident models take as the budget counts it (each one's measured peak, or its estimate while "
+        "it loads).",
+        value=view.in_use(),
+    )
+    if view.budget is not None:
+        yield GaugeMetricFamily(
+            "ovserve_models_memory_budget_bytes", "--models_memory_budget: memory the loaded models may take.",
+            value=view.budget,
+        )  # fmt: skip

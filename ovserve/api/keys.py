@@ -18,6 +18,8 @@ from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.dialects.openai.retrieval.adapter import RetrievalService
 from ovserve.loop_lag import LoopLagMonitor
 from ovserve.metrics import ServerMetrics
+from ovserve.models.manager import ResidencyManager
+from ovserve.models.reload import ConfigReloader
 from ovserve.models.served import ModelRegistry
 from ovserve.settings.schema import ServerSettings
 
@@ -34,8 +36,12 @@ OLLAMA = web.AppKey("ollama", OllamaEndpoint)
 # Anthropic's Messages API.
 MESSAGES = web.AppKey("messages", MessagesEndpoint)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
-# One task per served model: its engine's first successful start (retried until it works).
+# One task per model loaded at start: its engine's first successful start (retried until it works).
 ENGINE_LOADS = web.AppKey("engine_loads", list[asyncio.Task[None]])
+# Which engines run: loads on demand, idle unloads, the memory budget.
+RESIDENCY = web.AppKey("residency", ResidencyManager)
+# With --config_path: reads config.json again (POST /v1/config/reload, and its poller).
+CONFIG_RELOADER = web.AppKey("config_reloader", ConfigReloader)
 # Image-URL policy, downloads and decoding; its HTTP session lives as long as the app.
 MEDIA = web.AppKey("media", MediaResolver)
 # Who may call (empty: anyone), reread on SIGHUP.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol, TypeVar
@@ -33,9 +34,9 @@ from ovserve.dialects.openai.retrieval.request import (
     RerankRequest,
     TokenizeRequest,
 )
-from ovserve.engine.client import EngineState
 from ovserve.errors import (
     AZURE,
+    BadRequestError,
     DeadlineExceededError,
     OvserveError,
     RequestTimeoutError,
@@ -190,6 +191,7 @@ async def generate(
         job = call.job
         recorder.model = job.model.name
         job.admit(recorder)
+        await job.take_engine(deadline)
         if call.streaming:
             return await _stream(request, endpoint, call, recorder, deadline, writer(request))
         try:
@@ -273,26 +275,27 @@ def _parse_body(payload: JsonObject, model: type[Body]) -> Body:
 
 async def embeddings(request: web.Request) -> web.Response:
     service = request.app[keys.RETRIEVAL]
-    return await _retrieval(request, "embeddings", lambda payload, recorder: service.embed(
-        _parse_body(payload, EmbeddingRequest), recorder))  # fmt: skip
+    return await _retrieval(request, "embeddings", lambda payload, recorder, deadline: service.embed(
+        _parse_body(payload, EmbeddingRequest), recorder, deadline))  # fmt: skip
 
 
 async def rerank(request: web.Request) -> web.Response:
     service = request.app[keys.RETRIEVAL]
-    return await _retrieval(request, "rerank", lambda payload, recorder: service.rerank(
-        _parse_body(payload, RerankRequest), recorder))  # fmt: skip
+    return await _retrieval(request, "rerank", lambda payload, recorder, deadline: service.rerank(
+        _parse_body(payload, RerankRequest), recorder, deadline))  # fmt: skip
 
 
 async def _retrieval(request: web.Request, endpoint: str, work: Any) -> web.Response:
-    """Parse and answer an embeddings or rerank request within ``--request_timeout``; counted once in
-    ``/metrics`` with its outcome, as generation requests are."""
+    """Parse and answer an embeddings or rerank request within ``--request_timeout`` (the service
+    bounds its work by the deadline; a wait for its model's load ends in a 503 instead); counted
+    once in ``/metrics`` with its outcome, as generation requests are."""
     timeout = request.app[keys.SETTINGS].request_timeout
+    deadline = asyncio.get_running_loop().time() + timeout if timeout is not None else None
     recorder = request.app[keys.METRICS].recorder(endpoint)
     try:
         payload = await read_json_object(request)
         try:
-            async with asyncio.timeout(timeout):
-                body = await work(payload, recorder)
+            body = await work(payload, recorder, deadline)
         except TimeoutError:
             raise _deadline_error(timeout) from None
     except OvserveError as exc:
@@ -316,17 +319,46 @@ async def detokenize(request: web.Request) -> web.Response:
 
 
 async def list_models(request: web.Request) -> web.Response:
+    """Every configured model, loaded or not (``ovserve.state`` says which)."""
     models = request.app[keys.MODELS]
     if request.headers.get(ANTHROPIC_HEADER) is not None:
         return json_response(anthropic_model_list(models))
-    return json_response(ModelList.of(models))
+    return json_response(ModelList.of(models, request.app[keys.RESIDENCY].describe))
 
 
 async def get_model(request: web.Request) -> web.Response:
     model = request.app[keys.MODELS].get(request.match_info["name"])
     if request.headers.get(ANTHROPIC_HEADER) is not None:
         return json_response(anthropic.ModelInfo.of(model.name, model.created, _context_length(model)))
-    return json_response(ModelObject.of(model))
+    return json_response(ModelObject.of(model, request.app[keys.RESIDENCY].describe))
+
+
+async def load_model(request: web.Request) -> web.Response:
+    """Load a model now (no request needed), within --request_timeout; its object once loaded."""
+    model = request.app[keys.MODELS].get(request.match_info["name"])
+    timeout = request.app[keys.SETTINGS].request_timeout
+    deadline = asyncio.get_running_loop().time() + timeout if timeout is not None else None
+    model.check_available()
+    lease = await model.lease(deadline)
+    lease.release()
+    return json_response(ModelObject.of(model, request.app[keys.RESIDENCY].describe))
+
+
+async def unload_model(request: web.Request) -> web.Response:
+    """Unload a model once the requests using it have finished (409 for a pinned model); its object."""
+    model = request.app[keys.MODELS].get(request.match_info["name"])
+    await request.app[keys.RESIDENCY].unload(model, "api")
+    return json_response(ModelObject.of(model, request.app[keys.RESIDENCY].describe))
+
+
+async def reload_config(request: web.Request) -> web.Response:
+    """OVMS's ``POST /v1/config/reload``: apply config.json as it is now; what changed (400 naming
+    file and line when it cannot be served: nothing changes then)."""
+    reloader = request.app.get(keys.CONFIG_RELOADER)
+    if reloader is None:
+        raise BadRequestError("this server serves no --config_path: there is no config to reload")
+    report = await reloader.reload()
+    return json_response(dataclasses.asdict(report))
 
 
 async def health_live(request: web.Request) -> web.Response:
@@ -334,16 +366,15 @@ async def health_live(request: web.Request) -> web.Response:
 
 
 def _server_ready(request: web.Request) -> bool:
-    """OVMS's server readiness: not draining, no model loading or restarting, and at least one
-    serving. A model whose start fails (retried with growing delays, its own readiness 503) does
-    not take the others out of a load balancer."""
+    """OVMS's server readiness: not draining, no model loading at start or restarting, and at
+    least one serving or loadable on demand. A model whose start fails (retried with growing
+    delays, its own readiness 503) does not take the others out of a load balancer; a model
+    unloaded on purpose (on demand, idle, evicted) counts as available: its next request loads it."""
     if request.app[keys.DRAIN].draining:
         return False
-    states = [model.engine.state for model in request.app[keys.MODELS]]
-    return EngineState.READY in states and all(state in _SETTLED for state in states)
-
-
-_SETTLED = (EngineState.READY, EngineState.FAILED)
+    residency, registry = request.app[keys.RESIDENCY], request.app[keys.MODELS]
+    models = list(registry)
+    return all(residency.settled(model) for model in models) and any(residency.available(model) for model in models)
 
 
 async def health_ready(request: web.Request) -> web.Response:
@@ -353,7 +384,8 @@ async def health_ready(request: web.Request) -> web.Response:
 
 
 async def model_ready(request: web.Request) -> web.Response:
-    """KServe-style per-model readiness (OVMS: /v2/models/{name}/ready)."""
+    """KServe-style per-model readiness (OVMS: /v2/models/{name}/ready): 200 while its engine is
+    loaded; an unloaded model is 503 here (the server's readiness counts it as available)."""
     model = request.app[keys.MODELS].get(request.match_info["name"])
     ready = model.engine.ready and not request.app[keys.DRAIN].draining
     return web.Response(status=200 if ready else 503)

@@ -2,10 +2,11 @@
 
 A :class:`Route` names its canonical path, the prefixes it is also served under (OpenAI clients
 call ``/v1``, llama.cpp clients no prefix at all), whether it answers without an API key (probes),
-whether it keeps answering during a drain (probes and scrapes must see the drain), and the error
+whether it keeps answering during a drain (probes and scrapes must see the drain), the error
 shape it answers in (:func:`error_dialect`: OpenAI's, Anthropic's on the Messages routes, or Ollama's on
-``/api/*`` and ``/``). The
-auth, drain and error middlewares ask :func:`route_of` instead of keeping path lists of their own.
+``/api/*`` and ``/``), and whether it is a POST operation the OpenAPI document describes (the
+operator's routes are not). The auth, drain and error middlewares ask :func:`route_of` instead
+of keeping path lists of their own.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class Route:
     while_draining: bool = False  # still answered once SIGTERM started a drain
     metrics: bool = False  # /metrics: open with --metrics_public
     errors: ErrorDialect | Literal["by_header"] = "openai"
+    # A POST that /openapi.json documents (and the fuzzer sends): the API's operations, not the
+    # operator's (model load/unload, config reload: no body, and not to be fuzzed).
+    documented: bool = True
 
     @property
     def paths(self) -> list[str]:
@@ -67,6 +71,9 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/messages/count_tokens", count_tokens, ANTHROPIC_PREFIXES, errors="anthropic"),
     Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES, errors="by_header"),
     Route("GET", "/models/{name}", routes.get_model, MODEL_LIST_PREFIXES, errors="by_header"),
+    Route("POST", "/models/{name}/load", routes.load_model, MODEL_LIST_PREFIXES, documented=False),
+    Route("POST", "/models/{name}/unload", routes.unload_model, MODEL_LIST_PREFIXES, documented=False),
+    Route("POST", "/v1/config/reload", routes.reload_config, documented=False),
     Route("GET", "/v2/health/live", routes.health_live, open=True, while_draining=True),
     Route("GET", "/v2/health/ready", routes.health_ready, open=True, while_draining=True),
     Route("GET", "/v2/models/{name}/ready", routes.model_ready, open=True, while_draining=True),

@@ -31,6 +31,7 @@ from ovserve.engine.messages import EnginePrompt, SequenceOutput
 from ovserve.metrics import RequestRecorder
 from ovserve.models.admission import Ticket
 from ovserve.models.drafting import DRAFTING_KINDS, DraftingCounter
+from ovserve.models.residency import Lease
 from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.parsers.base import ToolCall
 
@@ -40,11 +41,11 @@ FinishReason = Literal["stop", "length", "tool_calls"]
 
 def ready_model(models: ModelRegistry, name: str) -> ServedModel:
     """The served model ``name``, or a 404 (unknown) / 400 (it does not generate text: an
-    embeddings or rerank model) / 503 (loading, restarting)."""
+    embeddings or rerank model) / 503 (loading at start, restarting, a failed load in its
+    backoff). A model unloaded on purpose passes: :meth:`Job.take_engine` loads it."""
     model = models.get(name)
     model.require_task("text_generation")
-    if not model.engine.ready:
-        raise model.engine.not_ready_error()
+    model.check_available()
     return model
 
 
@@ -174,6 +175,8 @@ class Job(ABC):
     # Set by admit(): the request's place in its model's admission counts, and its metrics.
     ticket: Ticket | None = field(default=None, init=False)
     recorder: RequestRecorder | None = field(default=None, init=False)
+    # Set by take_engine(): the hold on the model's engine (loaded for it if need be).
+    lease: Lease | None = field(default=None, init=False)
     # How the choices ended, in the order they did (the outcome /metrics counts).
     finish_reasons: list[FinishReason] = field(default_factory=list, init=False)
 
@@ -205,10 +208,17 @@ class Job(ABC):
         if recorder is not None:
             recorder.admitted(self.prompt_tokens)
 
+    async def take_engine(self, deadline: float | None) -> None:
+        """After :meth:`admit`: hold the model's engine, waiting (until ``deadline``, event-loop
+        time) for it to load when it was unloaded; a 503 when it cannot be loaded in time."""
+        self.lease = await self.model.lease(deadline)
+
     def release(self) -> None:
-        """Give the place back; idempotent, called however the request ended."""
+        """Give the place and the engine back; idempotent, called however the request ended."""
         if self.ticket is not None:
             self.ticket.release()
+        if self.lease is not None:
+            self.lease.release()
 
     @property
     def outcome(self) -> str:

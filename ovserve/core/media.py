@@ -55,7 +55,7 @@ from ovserve import __version__
 from ovserve.core.conversation import Image as ImageRef
 from ovserve.errors import MediaError, MediaFetchError, MediaNotAllowedError, MediaTooLargeError
 from ovserve.models.vision import ImageTarget
-from ovserve.settings.schema import ALL_MEDIA_DOMAINS, MediaSettings
+from ovserve.settings.media import ALL_MEDIA_DOMAINS, MediaSettings
 
 log = logging.getLogger(__name__)
 

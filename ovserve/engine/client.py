@@ -7,8 +7,9 @@ gets an ``asyncio.Queue`` that the reader fills; the request's consumer re-raise
 a request the engine failed as :class:`EngineError` (500), one cut by the engine's death or stall
 as a retryable :class:`ServiceUnavailableError` (503 with ``Retry-After``).
 
-How the engine is started is a :data:`EngineLauncher`: :func:`spawn_engine` (a real engine
-process) in production, an in-process stand-in speaking the same protocol in the fast tests.
+How the engine is started is a :data:`~ovserve.engine.launcher.EngineLauncher`:
+:func:`~ovserve.engine.launcher.spawn_engine` (a real engine process) in production, an
+in-process stand-in speaking the same protocol in the fast tests.
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ import enum
 import itertools
 import logging
 import math
-import multiprocessing
 import queue
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable
-from typing import Protocol
 
 import numpy as np
 
-from ovserve.engine.channel import PipeChannel, engine_channel
+from ovserve.engine.channel import PipeChannel
+from ovserve.engine.launcher import EngineLauncher, EngineProcess, spawn_engine
+from ovserve.engine.memory import resident_memory_bytes
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
@@ -70,55 +71,20 @@ _RETRY_MAX_DELAY_S = 60.0
 _HEALTHY_AFTER_S = 60.0
 # How long a load is assumed to take before one has been measured (for Retry-After).
 _ASSUMED_LOAD_S = 5.0
+# How long an unloaded engine may take to exit once its pipe closed, before it is killed.
+_EXIT_WAIT_S = 10.0
 
 # What a request's queue carries: its outputs, its end, or the failure that ended it.
 _StreamItem = SequenceOutput | RequestEnded | EmbedResult | RerankResult | BaseException
 
 
 class EngineState(enum.Enum):
-    LOADING = "loading"  # its first start is under way
+    LOADING = "loading"  # a start (the first one, or a load after an unload) is under way
     READY = "ready"
     RESTARTING = "restarting"  # it died or stalled; a new process is on its way
     FAILED = "failed"  # its last start failed; it is tried again after a growing delay
-    STOPPED = "stopped"
-
-
-class EngineProcess(Protocol):
-    """What the client needs of an engine's process (a ``multiprocessing.Process``)."""
-
-    @property
-    def exitcode(self) -> int | None: ...
-
-    def is_alive(self) -> bool: ...
-
-    def join(self, timeout: float | None = None) -> None: ...
-
-    def kill(self) -> None: ...
-
-
-EngineLauncher = Callable[[EngineSpec, int], tuple[PipeChannel, EngineProcess]]
-"""Starts an engine for ``(spec, log_level)``; returns the server's side of its channel and its process.
-
-The engine answers on the pipe with :class:`Ready` (or :class:`Fatal`) and then serves commands;
-its death shows as EOF on the pipe.
-"""
-
-
-def spawn_engine(spec: EngineSpec, log_level: int) -> tuple[PipeChannel, EngineProcess]:
-    """The real engine: ``ovserve.engine.worker.main`` in a spawned process."""
-    from ovserve.engine import worker
-
-    ctx = multiprocessing.get_context("spawn")
-    server_side, engine_side = engine_channel(ctx)
-    process = ctx.Process(
-        target=worker.main,
-        args=(engine_side, spec, log_level),
-        name=f"ovserve-engine-{spec.name}",
-        daemon=True,
-    )
-    process.start()
-    engine_side.close()  # so that the child's death shows up as EOF here
-    return server_side, process
+    UNLOADED = "unloaded"  # no process, on purpose (idle, evicted, on demand): a start loads it
+    STOPPED = "stopped"  # not started yet, or closed with the server
 
 
 class EngineClient:
@@ -127,6 +93,10 @@ class EngineClient:
     Its lifetime: :meth:`keep_started` starts the process and retries a start that fails, with
     delays that double up to a cap; a process that dies or stalls once ready is replaced the same
     way. Requests cut by a death or a stall end with a 503 that tells when to retry.
+
+    On demand (``ovserve.models.residency``): :meth:`load_once` is one start whose failure is
+    raised (and retried by a later request once :meth:`backoff_remaining` is over), and
+    :meth:`unload` ends the process on purpose; a load after an unload is not a restart.
     """
 
     def __init__(
@@ -139,7 +109,9 @@ class EngineClient:
     ) -> None:
         self.spec = spec
         self.state = EngineState.STOPPED
-        self.restarts = 0  # processes launched after the first one (each attempt counts)
+        # Processes launched to replace a dead or stalled one, or after a failed start (each attempt
+        # counts); a load after an unload is not one.
+        self.restarts = 0
         self.start_failures = 0  # attempts that ended before the engine was ready
         self.stalls = 0
         self.stall_timeout = stall_timeout
@@ -168,6 +140,8 @@ class EngineClient:
         self._ready_since: float | None = None
         self._next_attempt_at: float | None = None  # while waiting to retry a failed start
         self._load_seconds = _ASSUMED_LOAD_S  # the last load's duration, for Retry-After
+        self.last_failure: str | None = None  # why the last start failed (the 503 of a failed load says it)
+        self._after_unload = False  # the next start loads an unloaded model: not a restart
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -183,6 +157,27 @@ class EngineClient:
                 self._on_failed_start(exc)
             await self._wait_before_next_attempt()
 
+    async def load_once(self) -> None:
+        """One start, for a load on demand: returns once the engine is ready; a start that fails
+        leaves the model ``failed`` and raises its 503 (``model_load_failed`` with the reason and
+        ``Retry-After``); a later call tries again once :meth:`backoff_remaining` is over."""
+        try:
+            await self.start()
+        except RuntimeError as exc:
+            self._on_failed_start(exc)
+            raise self.not_ready_error() from None
+
+    def backoff_remaining(self) -> float:
+        """Seconds before a failed model may be tried again (0 when it may be tried now)."""
+        if self.state is not EngineState.FAILED or self._next_attempt_at is None:
+            return 0.0
+        return max(0.0, self._next_attempt_at - time.monotonic())
+
+    @property
+    def load_seconds(self) -> float:
+        """How long the last successful load took (an assumed figure before the first)."""
+        return self._load_seconds
+
     def _on_failed_start(self, exc: RuntimeError) -> None:
         self.start_failures += 1
         self._failures_in_a_row += 1
@@ -190,6 +185,7 @@ class EngineClient:
         delay = self._retry_delay()
         self._next_attempt_at = time.monotonic() + delay
         reason = " ".join(str(exc).split())  # OpenVINO's messages span lines: one log line per attempt
+        self.last_failure = reason
         log.error(
             "model %r could not start (attempt %d in a row): %s; next attempt in %.0f s",
             self.spec.name, self._failures_in_a_row, reason, delay,
@@ -209,11 +205,13 @@ class EngineClient:
     async def start(self) -> None:
         """One start: spawn the engine and wait until its pipeline is loaded; raises RuntimeError
         if it cannot load (see :meth:`keep_started` for the retrying lifetime)."""
+        fresh = self._launches == 0 or self._after_unload
         if self.state is not EngineState.FAILED:  # a retry after failures stays "failed" until it works
-            self.state = EngineState.LOADING if self._launches == 0 else EngineState.RESTARTING
+            self.state = EngineState.LOADING if fresh else EngineState.RESTARTING
         self._launches += 1
-        if self._launches > 1:
+        if not fresh:
             self.restarts += 1
+        self._after_unload = False
         self.pid = None  # the new process's Ready tells its pid
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
@@ -246,6 +244,33 @@ class EngineClient:
             self.pid,
             self._load_seconds,
         )
+
+    async def unload(self) -> None:
+        """End the engine process on purpose (idle, evicted, unloaded through the API, removed from
+        the config) and wait until it has exited, so that its memory is back with the OS. A start
+        loads it again. The caller waits for the requests in flight first: any still open fail
+        with a retryable 503."""
+        for task in (self._restart_task, self._watchdog):
+            if task is not None:
+                task.cancel()
+        self._restart_task = self._watchdog = None
+        self.state = EngineState.UNLOADED
+        self._after_unload = True
+        self._next_attempt_at = None
+        self._failures_in_a_row = 0
+        unloaded = f"model '{self.spec.name}' was unloaded; retry the request"
+        self._fail_all(ServiceUnavailableError(unloaded, code="model_unloaded", retry_after=1))
+        process, self._process = self._process, None
+        self._detach()  # the engine reads EOF on its pipe and shuts down
+        self.pid = None
+        if process is None:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, process.join, _EXIT_WAIT_S)
+        if process.is_alive():
+            log.warning("engine of %r did not exit within %g s of its unload; killing it", self.spec.name, _EXIT_WAIT_S)
+            process.kill()
+            await loop.run_in_executor(None, process.join, _EXIT_WAIT_S)
 
     async def close(self) -> None:
         self._closing = True
@@ -411,6 +436,11 @@ class EngineClient:
         return self.state is EngineState.READY
 
     @property
+    def retrying(self) -> bool:
+        """A replacement for a dead or stalled process is on its way (or waits for its next attempt)."""
+        return self._restart_task is not None and not self._restart_task.done()
+
+    @property
     def inflight(self) -> int:
         return len(self._streams)
 
@@ -420,11 +450,17 @@ class EngineClient:
         once it died, stalled or stopped (a reaped process's pid may soon be another's)."""
         return self.pid if self._conn is not None else None
 
+    def resident_bytes(self) -> int | None:
+        """The engine process's resident memory now (VmRSS); None without a running process."""
+        pid = self.running_pid
+        return None if pid is None else resident_memory_bytes(pid)
+
     def not_ready_error(self) -> ServiceUnavailableError:
         """The 503 for a request to this model while it loads, restarts, fails to start or stops."""
         if self.state is EngineState.FAILED:
+            reason = f": {self.last_failure}" if self.last_failure else " (the server log has the reason)"
             return ServiceUnavailableError(
-                f"model '{self.spec.name}' failed to start and is being retried (the server log has the reason)",
+                f"model '{self.spec.name}' failed to load and will be tried again{reason}",
                 code="model_load_failed",
                 retry_after=self.retry_after(),
             )

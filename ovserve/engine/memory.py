@@ -1,5 +1,6 @@
-"""Process memory: glibc allocator settings that let large, short-lived buffers go back to the
-OS, and bounds on the JIT kernel caches of OpenVINO's CPU plugin.
+"""Process memory: a process's resident memory as /proc tells it, glibc allocator settings that
+let large, short-lived buffers go back to the OS, and bounds on the JIT kernel caches of
+OpenVINO's CPU plugin.
 
 :func:`pin_malloc_thresholds` is called once, first thing, in the server process and in every
 engine process; a no-op where the C library is not glibc. :func:`bound_kernel_caches` gives every
@@ -18,14 +19,46 @@ peaked at one image above idle (+139 MB) and returned to within 5 MB of idle.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
 import sys
 from collections.abc import Mapping, MutableMapping
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+
+def machine_memory_bytes() -> int | None:
+    """The memory this process's machine offers: its physical RAM, or its cgroup's limit when that
+    is lower (a container); None where neither can be read."""
+    limits = []
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            limits.append(int(text))  # cgroup v1 writes a huge number for "no limit": min() drops it
+    return min(limits) if limits else None
+
+
+def resident_memory_bytes(pid: int) -> int | None:
+    """A process's resident memory (``VmRSS`` in ``/proc/<pid>/status``); None when there is none to
+    read: the process is gone or a zombie (no ``VmRSS`` line), or there is no ``/proc``."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_bytes()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith(b"VmRSS:"):
+            return int(line.split()[1]) * 1024  # the kernel writes kB
+    return None
+
 
 # mallopt parameters (glibc malloc.h)
 _M_MMAP_THRESHOLD = -3

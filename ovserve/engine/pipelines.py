@@ -130,11 +130,15 @@ def build_pipeline(spec: EngineSpec) -> Any:
     if spec.kind is PipelineKind.SPECULATIVE:
         assert spec.draft_models_path is not None and spec.draft_scheduler is not None
         draft_device = spec.draft_device or spec.device
+        # The draft is compiled into the same model cache (its CPU-only cache mode only on the CPU).
+        cached = {key: value for key, value in spec.plugin_config.items() if key == "CACHE_DIR"}
+        if draft_device.upper() == "CPU" and "CACHE_MODE" in spec.plugin_config:
+            cached["CACHE_MODE"] = spec.plugin_config["CACHE_MODE"]
         properties["draft_model"] = ov_genai.draft_model(
             str(spec.draft_models_path),
             draft_device,
             scheduler_config=_scheduler_config(spec.draft_scheduler),
-            **bound_kernel_caches(draft_device, {}),
+            **bound_kernel_caches(draft_device, cached),
         )
     elif spec.kind is PipelineKind.PROMPT_LOOKUP:
         properties["prompt_lookup"] = True

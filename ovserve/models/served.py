@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind
@@ -19,12 +20,14 @@ from ovserve.models.admission import Admission
 from ovserve.models.chat_template import ChatTemplate, TemplateMessage
 from ovserve.models.defaults import ModelDefaults
 from ovserve.models.drafting import DraftingStats
+from ovserve.models.residency import Lease, Residency
 from ovserve.models.threads import started_thread
 from ovserve.models.tokenizer import PromptTokenizer
 from ovserve.models.vision import VisionModel
 from ovserve.parsers import ModelParsers, choose_parsers
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 from ovserve.parsers.detect import read_chat_template, read_special_tokens
+from ovserve.settings.resources import resolve_cache_dir
 from ovserve.settings.schema import ModelSettings, ServerSettings, read_context_length
 
 log = logging.getLogger(__name__)
@@ -58,6 +61,8 @@ class ServedModel:
     # Renders long conversations off the event loop (see render_prompt); started at load.
     template_thread: concurrent.futures.ThreadPoolExecutor = field(default_factory=lambda: started_thread("template"))
     drafting: DraftingStats = field(default_factory=DraftingStats)  # speculative / prompt lookup only
+    # Whether its engine runs, and who holds it (ovserve.models.manager adopts every served model).
+    residency: Residency = field(default_factory=Residency)
 
     @property
     def name(self) -> str:
@@ -70,6 +75,31 @@ class ServedModel:
     @property
     def task(self) -> str:
         return self.settings.task
+
+    def check_available(self) -> None:
+        """The 503 of a request to this model that cannot be served nor loaded for it now (loading
+        at start, restarting, a failed load in its backoff); before any work."""
+        manager = self.residency.manager
+        if manager is not None:
+            error = manager.unavailable(self)
+        else:
+            error = None if self.engine.ready else self.engine.not_ready_error()
+        if error is not None:
+            raise error
+
+    async def lease(self, deadline: float | None) -> Lease:
+        """Hold this model's engine for one request, loaded (waiting until ``deadline``, event-loop
+        time, for a load on demand); release the lease when the request ends."""
+        manager = self.residency.manager
+        if manager is None:
+            self.check_available()
+            return Lease(self.residency)
+        return await manager.lease(self, deadline)
+
+    def close(self) -> None:
+        """Stop the server-side threads (the config no longer serves this model)."""
+        self.tokenizer.close()
+        self.template_thread.shutdown(wait=False)
 
     def require_task(self, task: str) -> None:
         """A 400 when this model serves another task (chat sent to an embeddings model...)."""
@@ -127,7 +157,7 @@ class ServedModel:
         """Read the model directory (blocking: call from a thread at startup)."""
         import openvino_genai as ov_genai
 
-        spec = settings.engine_spec()
+        spec = settings.engine_spec(compile_cache_dir(server))
 
         tokenizer = ov_genai.Tokenizer(str(spec.model_path))
         source = tokenizer.chat_template or read_chat_template(spec.model_path)
@@ -208,9 +238,33 @@ class ServedModel:
         )
 
 
+def compile_cache_dir(server: ServerSettings) -> Path | None:
+    """--cache_dir, created if need be; None (no cache, a warning) when it cannot be."""
+    if server.cache_dir is None:
+        return None
+    path = resolve_cache_dir(server.cache_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.warning("--cache_dir %s cannot be created (%s): models are compiled at every load", path, exc)
+        return None
+    return path
+
+
 class ModelRegistry:
+    """The served models by name; a config reload adds, replaces and removes them."""
+
     def __init__(self, models: list[ServedModel]) -> None:
         self._models = {model.name: model for model in models}
+
+    def add(self, model: ServedModel) -> ServedModel | None:
+        """Serve ``model`` under its name; the model it replaces, if any."""
+        previous = self._models.get(model.name)
+        self._models[model.name] = model
+        return previous
+
+    def remove(self, name: str) -> ServedModel | None:
+        return self._models.pop(name, None)
 
     def get(self, name: str) -> ServedModel:
         """The model named ``name``, or else the first whose aliases (glob patterns) match it."""

@@ -249,6 +249,16 @@ def _line_of(text: str, needle: str) -> int:
     return 0
 
 
+def _line_after(text: str, anchor: str, needle: str) -> int:
+    """The first line holding ``needle`` at or after the first line holding ``anchor`` (an entry's
+    option after its name)."""
+    start = _line_of(text, anchor)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if number >= start and needle in line:
+            return number
+    return start
+
+
 def parse_graph(graph_path: Path) -> GraphSettings:
     """Parse one ``graph.pbtxt`` and return its LLM node's options (paths resolved)."""
     try:
@@ -363,12 +373,21 @@ def _to_settings(graph_path: Path, text: str, options: Any) -> GraphSettings:
     return settings
 
 
+# ovserve's own per-model options in a config.json entry (OVMS has none of them): when the model's
+# engine runs (ovserve.models.residency). Values are checked by the settings schema.
+RESIDENCY_OPTIONS = ("pinned", "lazy_load", "idle_unload_timeout")
+_RESIDENCY_ALIASES = {"idle_unload_timeout_seconds": "idle_unload_timeout"}
+
+
 @dataclass(frozen=True)
 class ServableEntry:
     name: str
     graph_path: Path
     # Other names clients may send for it (glob patterns; ovserve's extension of config.json).
     aliases: tuple[str, ...] = ()
+    # The entry's residency options, by setting name, and where each was written (file:line).
+    options: dict[str, Any] = field(default_factory=dict)
+    places: dict[str, str] = field(default_factory=dict)
 
 
 def read_config(config_path: Path) -> list[ServableEntry]:
@@ -402,9 +421,18 @@ def read_config(config_path: Path) -> list[ServableEntry]:
                 raise GraphError(f"{config_path}:{_line_of(text, list_name)}: {label} needs a 'name'")
             quoted_name = json.dumps(name)
             where = f"{config_path}:{_line_of(text, quoted_name)}: {label} ('{name}')"
-            extra = sorted(set(entry) - {"name", "base_path", "graph_path", "subconfig", "aliases"})
+            known = {"name", "base_path", "graph_path", "subconfig", "aliases", *RESIDENCY_OPTIONS, *_RESIDENCY_ALIASES}
+            extra = sorted(set(entry) - known)
             if extra:
                 raise GraphError(f"{where}: unknown field '{extra[0]}'")
+            options, places = {}, {}
+            for key in sorted(set(entry) & {*RESIDENCY_OPTIONS, *_RESIDENCY_ALIASES}):
+                setting = _RESIDENCY_ALIASES.get(key, key)
+                if setting in options:
+                    raise GraphError(f"{where}: field '{key}': '{setting}' is given twice")
+                options[setting] = entry[key]
+                line = _line_after(text, quoted_name, json.dumps(key))
+                places[setting] = f"{config_path}:{line}: {label} ('{name}') field '{key}'"
             if "base_path" not in entry and "graph_path" not in entry:
                 raise GraphError(f"{where}: field 'base_path' is required")
             base_path = base / str(entry.get("base_path", ""))
@@ -417,7 +445,11 @@ def read_config(config_path: Path) -> list[ServableEntry]:
             aliases = entry.get("aliases", [])
             if not isinstance(aliases, list) or not all(isinstance(alias, str) and alias for alias in aliases):
                 raise GraphError(f"{where}: field 'aliases' must be a list of names or glob patterns")
-            entries.append(ServableEntry(name=name, graph_path=graph_path.resolve(), aliases=tuple(aliases)))
+            entries.append(
+                ServableEntry(
+                    name=name, graph_path=graph_path.resolve(), aliases=tuple(aliases), options=options, places=places
+                )
+            )
     if not entries:
         raise GraphError(f"{config_path}: no servables declared (model_config_list and mediapipe_config_list empty)")
     return entries

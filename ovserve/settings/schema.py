@@ -1,11 +1,11 @@
 """The settings schema: every server and per-model setting, written once.
 
-:class:`ServerSettings` (with :class:`MediaSettings`) and :class:`ModelSettings` (with the
+:class:`ServerSettings` (with ``ovserve.settings.media``'s :class:`MediaSettings`) and :class:`ModelSettings` (with the
 engine's :class:`~ovserve.engine.spec.SchedulerSettings`) are the only place a setting's name,
 OVMS alias, type, default, bounds and help text are written. Everything else reads them:
 
 * ``ovserve serve``'s flags and their ``OVSERVE_<FLAG>`` environment variables are generated
-  from the fields (:func:`flags`; see ``ovserve.__main__``),
+  from the fields (``ovserve.settings.flags``; see ``ovserve.__main__``),
 * a ``graph.pbtxt``'s ``LLMCalculatorOptions`` are read by ``ovserve.settings.graph`` into the same
   :class:`ModelSettings` (:meth:`ModelSettings.from_graph`),
 * the engine gets its :class:`~ovserve.engine.spec.EngineSpec` from :meth:`ModelSettings.engine_spec`.
@@ -17,32 +17,29 @@ Checks that touch the file system are validators, so they run once, when a model
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
-import re
-import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import (
     AliasChoices,
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic.fields import FieldInfo
 
 from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, RetrievalSettings, SchedulerSettings
 from ovserve.errors import first_complaint
 from ovserve.parsers import PARSER_OFF, REASONING_PARSERS, TOOL_PARSERS
-from ovserve.settings.graph import GraphError, GraphSettings, parse_graph, read_config
+from ovserve.settings.flags import NOT_A_FLAG, REPEATABLE, SETTINGS_CONFIG, input_names
+from ovserve.settings.graph import GraphError, GraphSettings, ServableEntry, parse_graph, read_config
+from ovserve.settings.media import MediaSettings
+from ovserve.settings.resources import CACHE_DIR, DEFAULT_CACHE_DIR, compile_cache_properties, parse_memory_size
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +48,6 @@ PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
 Task = Literal["text_generation", "embeddings", "rerank"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
-# A field marked with this is set by deployment files or by the code, never by a flag.
-NOT_A_FLAG: Final[dict[str, Any]] = {"flag": False}
-ENV_PREFIX: Final = "OVSERVE_"
-# A flag given several times (each value one list item); its environment variable gives one item.
-REPEATABLE: Final[dict[str, Any]] = {"repeatable": True}
 
 # OVMS graph defaults that differ from the flags' defaults, by setting name, applied under what a
 # graph sets. A graph-only default goes here, never as a second default in the schema.
@@ -63,8 +55,6 @@ REPEATABLE: Final[dict[str, Any]] = {"repeatable": True}
 # because multi-turn chat resends the history every turn; a graph file keeps OVMS's
 # LLMCalculatorOptions semantics, where an omitted option means false.
 GRAPH_DEFAULTS: Final[Mapping[str, Any]] = {"enable_prefix_caching": False}
-
-_SETTINGS_CONFIG = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
 
 
 def _lift_flat(data: Any, field: str, model: type[BaseModel]) -> Any:
@@ -93,7 +83,7 @@ def _model_directory(path: Path, label: str) -> Path:
 class ModelSettings(BaseModel):
     """One served model: from ``--model_path``/``--model_name`` and the model flags, or from a graph."""
 
-    model_config = _SETTINGS_CONFIG
+    model_config = SETTINGS_CONFIG
 
     name: str = Field(min_length=1, validation_alias="model_name", description="the name clients send as 'model'")
     path: Path = Field(validation_alias="model_path", description="directory of an OpenVINO IR model")
@@ -144,6 +134,11 @@ class ModelSettings(BaseModel):
     # Graph-only: draft_* scheduler options overriding the main model's (see engine_spec).
     draft_scheduler: dict[str, Any] = Field(default_factory=dict, json_schema_extra=NOT_A_FLAG)
     generation_config_path: Path | None = Field(default=None, json_schema_extra=NOT_A_FLAG)
+    # config.json only (ovserve.models.residency): when this model's engine runs. None: the
+    # server's --lazy_load / --idle_unload_timeout.
+    pinned: bool = Field(default=False, json_schema_extra=NOT_A_FLAG)
+    lazy_load: bool | None = Field(default=None, json_schema_extra=NOT_A_FLAG)
+    idle_unload_timeout: float | None = Field(default=None, ge=0, json_schema_extra=NOT_A_FLAG)
 
     @model_validator(mode="before")
     @classmethod
@@ -232,6 +227,14 @@ class ModelSettings(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _pinned_stays_loaded(self) -> ModelSettings:
+        if self.pinned and self.lazy_load:
+            raise ValueError(f"{self.source}: a pinned model loads at start; lazy_load: true contradicts it")
+        if self.pinned and self.idle_unload_timeout:
+            raise ValueError(f"{self.source}: a pinned model is never unloaded; remove idle_unload_timeout")
+        return self
+
+    @model_validator(mode="after")
     def _no_prefix_caching_with_a_draft_model(self) -> ModelSettings:
         # openvino_genai 2026.4: with prefix caching on, speculative decoding fails requests that
         # sample (do_sample, as most generation_config.json files ask) inside step(): a rejected
@@ -267,8 +270,12 @@ class ModelSettings(BaseModel):
         return PipelineKind.CONTINUOUS_BATCHING
 
     @classmethod
-    def from_graph(cls, name: str, graph: GraphSettings, aliases: tuple[str, ...] = ()) -> ModelSettings:
-        """The settings a graph's LLM node declares; a mistake is a GraphError naming line and option."""
+    def from_graph(cls, name: str, graph: GraphSettings, entry: ServableEntry | None = None) -> ModelSettings:
+        """The settings a graph's LLM node declares, with its config.json entry's residency options and
+        aliases; a mistake is a GraphError naming file, line and option."""
+        if entry is not None and entry.options:
+            graph = GraphSettings(graph.graph_path, {**graph.values, **entry.options}, {**graph.places, **entry.places})
+        aliases = entry.aliases if entry is not None else ()
         values = {**GRAPH_DEFAULTS, **graph.values, "name": name, "source": str(graph.graph_path), "aliases": aliases}
         try:
             return cls.model_validate(values)
@@ -282,12 +289,16 @@ class ModelSettings(BaseModel):
             field = ".".join(located) or "options"
             raise GraphError(f"{graph.graph_path}: field '{field}': {message}") from None
 
-    def engine_spec(self) -> EngineSpec:
+    def engine_spec(self, compile_cache: Path | None = None) -> EngineSpec:
+        """What the engine builds; ``compile_cache``: OpenVINO's model cache directory (``CACHE_DIR``)
+        unless the model's plugin_config names one."""
         # Draft scheduler: OVMS inherits the main model's values unless draft_* overrides them.
         draft_scheduler = None
         if self.draft_path is not None:
             draft_scheduler = self.scheduler.model_copy(update=self.draft_scheduler)
         plugin_config = {key: value for key, value in self.plugin_config.items() if key != "prompt_lookup"}
+        if compile_cache is not None and CACHE_DIR not in plugin_config:  # a plugin_config's cache is its own
+            plugin_config = {**compile_cache_properties(compile_cache, self.device), **plugin_config}
         return EngineSpec(
             name=self.name,
             model_path=self.path.resolve(),
@@ -330,94 +341,10 @@ def read_context_length(model_dir: Path) -> int:
     return _FALLBACK_CONTEXT
 
 
-ALL_MEDIA_DOMAINS = "all"
-_HOSTNAME = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?")
-
-
-class MediaSettings(BaseModel):
-    """Where images in ``image_url`` parts may come from (deny by default, like OVMS)."""
-
-    model_config = _SETTINGS_CONFIG
-
-    # Exact host names or IP literals (ports are not part of the match); ["all"] allows any host.
-    allowed_media_domains: list[str] = Field(
-        default_factory=list,
-        description="comma-separated hosts image URLs may be fetched from (exact match; 'all' = any; default: none)",
-    )
-    # Local files are read only from inside this directory (after resolving '..' and symlinks).
-    allowed_local_media_path: Path | None = Field(
-        default=None,
-        description="directory local image paths and file:// URLs may be read from (default: local files disabled)",
-    )
-    max_image_mb: float = Field(default=20.0, gt=0, description="largest image (MB)")
-    max_images_per_request: int = Field(default=16, ge=1, description="most images one request may carry")
-    # Memory is bounded separately (one full-size decode at a time, shrunk at once); this bounds
-    # the decode work one request may ask for: a 34 MP PNG takes ~0.4 s of a core to decompress,
-    # so 256 MP is a few seconds per request on an edge machine (7 images at the per-image cap,
-    # 30 at 8 MP, 123 at 1080p).
-    max_image_pixels_per_request: int = Field(
-        default=256_000_000,
-        ge=1,
-        description="decoded pixels all images of one request may have together, checked from their headers",
-    )
-    connect_timeout_s: float = Field(
-        default=5.0, gt=0, validation_alias="media_connect_timeout", description="image URL connect timeout (s)"
-    )
-    read_timeout_s: float = Field(
-        default=10.0,
-        gt=0,
-        validation_alias="media_read_timeout",
-        description="longest wait for the next bytes of an image download (s)",
-    )
-    total_timeout_s: float = Field(
-        default=30.0,
-        gt=0,
-        validation_alias="media_timeout",
-        description="longest time to fetch one image, redirects included (s)",
-    )
-
-    @field_validator("allowed_media_domains", mode="before")
-    @classmethod
-    def _split_domains(cls, value: object) -> object:
-        if isinstance(value, str):  # the CLI's comma-separated form
-            return [item for item in (part.strip() for part in value.split(",")) if item]
-        return value
-
-    @field_validator("allowed_media_domains")
-    @classmethod
-    def _valid_domains(cls, value: list[str]) -> list[str]:
-        domains = []
-        for entry in value:
-            host = entry.strip().lower()
-            if host == ALL_MEDIA_DOMAINS:
-                return [ALL_MEDIA_DOMAINS]
-            if host.startswith("[") and host.endswith("]"):
-                host = host[1:-1]
-            try:
-                ipaddress.ip_address(host)
-            except ValueError:
-                # Host names only: a scheme, port, path or wildcard here would never match.
-                if not _HOSTNAME.fullmatch(host):
-                    raise ValueError(f"{entry!r} is not a host name or IP address") from None
-            domains.append(host)
-        return domains
-
-    @field_validator("allowed_local_media_path")
-    @classmethod
-    def _existing_directory(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_dir():
-            raise ValueError(f"{value} is not a directory")
-        return value
-
-    @property
-    def max_image_bytes(self) -> int:
-        return int(self.max_image_mb * 1024 * 1024)
-
-
 class ServerSettings(BaseModel):
     """The server: what it serves, where it listens, and its limits."""
 
-    model_config = _SETTINGS_CONFIG
+    model_config = SETTINGS_CONFIG
 
     config_path: Path | None = Field(
         default=None, description="OVMS config.json listing graphs (graph.pbtxt) to serve, several models at once"
@@ -519,77 +446,67 @@ class ServerSettings(BaseModel):
         description="on SIGTERM/SIGINT: readiness 503 and new requests 503 at once; requests in flight may finish "
         "for this long, then streams get an error event; then the server exits 0 (s)",
     )
+    # -- models on demand (ovserve.models.residency) ----------------------------------------
+    lazy_load: bool = Field(
+        default=False,
+        description="load each model on its first request instead of at start (requests wait for the load); "
+        "a model's 'lazy_load' in config.json overrides it",
+    )
+    idle_unload_timeout: float | None = Field(
+        default=None,
+        ge=0,
+        validation_alias=AliasChoices("idle_unload_timeout", "idle_unload_timeout_seconds"),
+        description="unload a model (its engine process exits) after this many seconds without a request; the "
+        "next request loads it again; 0 or absent: never; a model's 'idle_unload_timeout' in config.json "
+        "overrides it (s)",
+    )
+    models_memory_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="memory the loaded models may take together: bytes (suffixes K, M, G, T: powers of 1024) or a "
+        "percentage of the machine's memory ('60%'); before a load that would not fit, idle unpinned models are "
+        "unloaded, least recently used first (default: no budget)",
+    )
+    file_system_poll_wait_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="with --config_path: how often config.json and its graphs are checked for changes, which are "
+        "applied without a restart (s); 0: never (POST /v1/config/reload still applies them)",
+    )
+    cache_dir: Path | None = Field(
+        default=DEFAULT_CACHE_DIR,
+        description="OpenVINO model cache: compiled models are kept here so that a reload skips compiling; 'none' "
+        "turns it off; a CACHE_DIR in plugin_config wins ($XDG_CACHE_HOME is ~/.cache unless the environment sets it)",
+    )
+    # --plugin_config with --config_path: the machine's properties under every graph's own (a
+    # config reload applies them again).
+    host_plugin_config: dict[str, Any] = Field(default_factory=dict, json_schema_extra=NOT_A_FLAG)
 
     @model_validator(mode="before")
     @classmethod
     def _media_options_are_flat(cls, data: Any) -> Any:
         return _lift_flat(data, "media", MediaSettings)
 
+    @field_validator("models_memory_budget", mode="before")
+    @classmethod
+    def _memory_size(cls, value: Any) -> Any:
+        return parse_memory_size(value) if isinstance(value, str) else value
 
-def input_names(model: type[BaseModel]) -> set[str]:
-    """Every name ``model`` accepts for its fields: the field names and their aliases."""
-    names = set(model.model_fields)
-    for field in model.model_fields.values():
-        names.update(_aliases(field))
-    return names
-
-
-def _aliases(field: FieldInfo) -> tuple[str, ...]:
-    alias = field.validation_alias
-    if isinstance(alias, str):
-        return (alias,)
-    if isinstance(alias, AliasChoices):
-        return tuple(choice for choice in alias.choices if isinstance(choice, str))
-    return ()
+    @field_validator("cache_dir", mode="before")
+    @classmethod
+    def _cache_off(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and value.strip().lower() in {"", "none", "off"} else value
 
 
-@dataclass(frozen=True)
-class Flag:
-    """One setting as a command-line flag and an environment variable."""
-
-    names: tuple[str, ...]  # the first is the flag's own name; the rest are OVMS spellings
-    field_name: str  # the attribute of the settings model that holds the value
-    field: FieldInfo
-
-    @property
-    def name(self) -> str:
-        return self.names[0]
-
-    @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.name.upper()
-
-    @property
-    def repeatable(self) -> bool:
-        return self.field.json_schema_extra == REPEATABLE
-
-    @property
-    def switch(self) -> bool:
-        """A bool: ``--flag`` alone means true; ``--flag false`` (OVMS's spelling) still works."""
-        return self.field.annotation is bool
-
-    @property
-    def choices(self) -> tuple[str, ...] | None:
-        annotation = self.field.annotation
-        return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else None
-
-
-def flags(model: type[BaseModel]) -> list[Flag]:
-    """The flags of ``model``'s settings, its sub-models' flattened in (OVMS names them flat)."""
-    found = []
-    for name, field in model.model_fields.items():
-        if field.json_schema_extra == NOT_A_FLAG:
-            continue
-        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
-            found.extend(flags(field.annotation))
-        else:
-            found.append(Flag(names=_aliases(field) or (name,), field_name=name, field=field))
-    return found
-
-
-def models_from_config(config_path: Path) -> list[ModelSettings]:
-    """Every servable of an OVMS ``config.json``; raises GraphError naming file, line and field."""
-    return [
-        ModelSettings.from_graph(entry.name, parse_graph(entry.graph_path), entry.aliases)
-        for entry in read_config(config_path)
+def models_from_config(config_path: Path, host_plugin_config: Mapping[str, Any] | None = None) -> list[ModelSettings]:
+    """Every servable of an OVMS ``config.json``; raises GraphError naming file, line and field.
+    ``host_plugin_config`` (--plugin_config) goes under each graph's own plugin_config, whose keys win."""
+    models = [
+        ModelSettings.from_graph(entry.name, parse_graph(entry.graph_path), entry) for entry in read_config(config_path)
     ]
+    if host_plugin_config:
+        models = [
+            model.model_copy(update={"plugin_config": {**host_plugin_config, **model.plugin_config}})
+            for model in models
+        ]
+    return models

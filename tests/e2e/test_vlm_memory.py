@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ovserve.settings.schema import MediaSettings
+from ovserve.settings.media import MediaSettings
 from tests import images
 from tests.conftest import Server, contention_factor, start_server
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ovserve.engine.channel import PipeChannel, engine_channel
-from ovserve.engine.client import EngineProcess
+from ovserve.engine.launcher import EngineProcess
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,

@@ -14,7 +14,7 @@ from ovserve.core.job import Delta
 from ovserve.core.media import MediaResolver
 from ovserve.errors import BadRequestError, UnsupportedParameterError
 from ovserve.models.served import ModelRegistry
-from ovserve.settings.schema import MediaSettings
+from ovserve.settings.media import MediaSettings
 from tests.fast.harness import FastModel, fast_model
 from tests.fast.scripted_engine import reply
 

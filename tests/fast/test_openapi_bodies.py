@@ -176,9 +176,10 @@ async def test_the_model_list_names_each_models_parsers_as_the_document_says(ser
         async with served.client.get(f"{prefix}/models") as response:
             listing = await response.json()
         schemas.validate_answer("/v3/models", listing, method="get")
-        assert [(model["id"], model["object"], model["ovserve"]) for model in listing["data"]] == [
-            (fast.model.name, "model", parsers)
-        ]
+        assert [(model["id"], model["object"]) for model in listing["data"]] == [(fast.model.name, "model")]
+        extension = listing["data"][0]["ovserve"]
+        assert {key: extension[key] for key in parsers} == parsers
+        assert extension["state"] == "loaded"
         async with served.client.get(f"{prefix}/models/{fast.model.name}") as response:
             one = await response.json()
         schemas.validate_answer("/v3/models/{name}", one, method="get")
@@ -193,4 +194,5 @@ async def test_a_model_without_parsers_says_null(serve) -> None:
     fast.model.tool_format = fast.model.reasoning_format = None
     served = await serve(fast)
     async with served.client.get(f"/v3/models/{fast.model.name}") as response:
-        assert (await response.json())["ovserve"] == {"tool_parser": None, "reasoning_parser": None}
+        extension = (await response.json())["ovserve"]
+        assert (extension["tool_parser"], extension["reasoning_parser"]) == (None, None)

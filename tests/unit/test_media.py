@@ -20,7 +20,7 @@ from ovserve.dialects.openai.chat.adapter import messages_of
 from ovserve.dialects.openai.chat.request import ChatMessage
 from ovserve.errors import MediaError, MediaNotAllowedError, MediaTooLargeError
 from ovserve.models.vision import FALLBACK_MAX_SIDE, PREPROCESSOR_FILE, VISION_ENCODER_FILE, ImageTarget, VisionModel
-from ovserve.settings.schema import MediaSettings
+from ovserve.settings.media import MediaSettings
 from tests import images
 
 PARAM = "messages.0.content.0.image_url"

@@ -13,8 +13,9 @@ import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ovserve.__main__ import MODEL_FLAGS, SERVER_FLAGS, build_parser, flag_values, settings_from_flags
+from ovserve.settings.flags import NOT_A_FLAG, Flag
 from ovserve.settings.graph import _LLM_OPTIONS_FIELDS, IGNORED_OPTIONS, LEGACY_OPTIONS, UNSUPPORTED_OPTIONS
-from ovserve.settings.schema import GRAPH_DEFAULTS, NOT_A_FLAG, Flag, ModelSettings, ServerSettings, models_from_config
+from ovserve.settings.schema import GRAPH_DEFAULTS, ModelSettings, ServerSettings, models_from_config
 from tests.unit.test_graph_config import repository
 
 FLAGS = [*MODEL_FLAGS, *SERVER_FLAGS]
@@ -48,6 +49,7 @@ def sample(flag: Flag, tiny_llm: Path, tmp_path: Path) -> tuple[str, Any]:
         "api_key": ("sk-test", ["sk-test"]),  # repeatable: one item per flag
         "model_alias": ("claude-*, gpt-4o", ["claude-*", "gpt-4o"]),  # repeatable, comma-separated
         "responses_store": ("none", "none"),
+        "cache_dir": (str(tmp_path), tmp_path),
     }
     if flag.name in special:
         return special[flag.name]

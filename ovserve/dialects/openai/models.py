@@ -3,14 +3,16 @@
 OpenAI's fields (``id``, ``object``, ``created``, ``owned_by``) are as OpenAI sends them. Each
 model object also carries ovserve's extension ``ovserve``: the parsers its output goes through
 (``tool_parser``, ``reasoning_parser``: the registry names chosen at load, null when that parsing
-is off), so a client can see what detection picked without reading the server's log. Clients
-that do not know the key ignore it, as OpenAI's SDKs do with unknown fields.
+is off), so a client can see what detection picked without reading the server's log, and its
+residency (``state``, ``pinned``, ``lazy_load``, ``idle_unload_timeout``, ``memory_bytes``,
+``memory_estimate_bytes``, ``last_used``: ``ovserve.models.manager``). Clients that do not know
+the key ignore it, as OpenAI's SDKs do with unknown fields.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 from ovserve.dialects.body import Body
 from ovserve.models.served import ServedModel
@@ -19,22 +21,35 @@ from ovserve.parsers import reasoning_parser_name, tool_parser_name
 OWNED_BY = "ovserve"
 
 
+# A model's residency as the manager describes it (``ModelResidency``'s fields).
+Describe = Callable[[ServedModel], dict[str, Any]]
+
+
 class ModelParsersInfo(Body):
-    """The parsers a model's output goes through (set, or detected at load)."""
+    """The parsers a model's output goes through (set, or detected at load), and its residency."""
 
     tool_parser: str | None
     reasoning_parser: str | None
+    state: Literal["loaded", "loading", "unloaded", "failed"]
+    pinned: bool
+    lazy_load: bool
+    idle_unload_timeout: float | None
+    memory_bytes: int | None  # measured, while loaded
+    memory_estimate_bytes: int | None  # what the memory budget counts for it
+    last_used: int | None  # Unix time of its last request
 
     @classmethod
-    def of(cls, model: ServedModel) -> ModelParsersInfo:
+    def of(cls, model: ServedModel, residency: dict[str, Any]) -> ModelParsersInfo:
         """The names chosen at load (what the log line says: ``lfm2``, not the ``pythonic`` format
         it shares), else the formats' registry names."""
         if model.parsers is not None:
-            return cls(tool_parser=model.parsers.tool.name, reasoning_parser=model.parsers.reasoning.name)
-        return cls(
-            tool_parser=tool_parser_name(model.tool_format),
-            reasoning_parser=reasoning_parser_name(model.reasoning_format),
-        )
+            names = {"tool_parser": model.parsers.tool.name, "reasoning_parser": model.parsers.reasoning.name}
+        else:
+            names = {
+                "tool_parser": tool_parser_name(model.tool_format),
+                "reasoning_parser": reasoning_parser_name(model.reasoning_format),
+            }
+        return cls.model_validate({**residency, **names})
 
 
 class ModelObject(Body):
@@ -45,13 +60,13 @@ class ModelObject(Body):
     ovserve: ModelParsersInfo  # ovserve's extension
 
     @classmethod
-    def of(cls, model: ServedModel) -> ModelObject:
+    def of(cls, model: ServedModel, describe: Describe) -> ModelObject:
         return cls(
             id=model.name,
             object="model",
             created=model.created,
             owned_by=OWNED_BY,
-            ovserve=ModelParsersInfo.of(model),
+            ovserve=ModelParsersInfo.of(model, describe(model)),
         )
 
 
@@ -60,5 +75,5 @@ class ModelList(Body):
     data: list[ModelObject]
 
     @classmethod
-    def of(cls, models: Iterable[ServedModel]) -> ModelList:
-        return cls(object="list", data=[ModelObject.of(model) for model in models])
+    def of(cls, models: Iterable[ServedModel], describe: Describe) -> ModelList:
+        return cls(object="list", data=[ModelObject.of(model, describe) for model in models])

@@ -17,8 +17,11 @@ Contract:
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 
 import numpy as np
 
@@ -48,10 +51,24 @@ from ovserve.metrics import RequestRecorder
 from ovserve.models.served import ModelRegistry, ServedModel
 
 
-def _ready(model: ServedModel) -> ServedModel:
-    if not model.engine.ready:
-        raise model.engine.not_ready_error()
-    return model
+@contextlib.asynccontextmanager
+async def _engine_work(
+    model: ServedModel, prompt_tokens: int, recorder: RequestRecorder, deadline: float | None
+) -> AsyncIterator[None]:
+    """Admission (429 when the model's queue is full), then the model's engine held (loaded for
+    the request if it was unloaded: a 503 when it cannot be in time), then the work, by
+    ``deadline`` (event-loop time; TimeoutError after it)."""
+    ticket = model.admission.admit(prompt_tokens)
+    recorder.admitted(prompt_tokens)
+    try:
+        lease = await model.lease(deadline)
+        try:
+            async with asyncio.timeout_at(deadline):
+                yield
+        finally:
+            lease.release()
+    finally:
+        ticket.release()
 
 
 def _check_count(model: ServedModel, count: int, what: str, param: str) -> None:
@@ -87,11 +104,13 @@ class RetrievalService:
 
     # -- embeddings -----------------------------------------------------------------------------
 
-    async def embed(self, request: EmbeddingRequest, recorder: RequestRecorder) -> EmbeddingResponse:
+    async def embed(
+        self, request: EmbeddingRequest, recorder: RequestRecorder, deadline: float | None = None
+    ) -> EmbeddingResponse:
         model = self.models.get(request.model)
         model.require_task("embeddings")
         recorder.model = model.name
-        _ready(model)
+        model.check_available()
         settings = model.settings.retrieval
         inputs = request.inputs
         _check_count(model, len(inputs), "inputs", "input")
@@ -102,31 +121,28 @@ class RetrievalService:
                 param="dimensions",
                 code="unsupported_parameter",
             )
-        texts: list[str] = []
-        for index, item in enumerate(inputs):
-            if isinstance(item, str):
-                texts.append(item)
-                continue
-            ids = [token for token in item if isinstance(token, int)]  # a token-id list (inputs is one kind)
-            text = await model.tokenizer.decode(ids, skip_special_tokens=True)
-            if not text:
-                # Only special (or unknown) ids: the pipeline takes text, and an empty text is
-                # refused as an empty string input is.
-                raise BadRequestError(
-                    f"input {index}: its token ids decode to an empty text (special or unknown ids only)",
-                    param="input",
-                )
-            texts.append(text)
-        counts = await model.tokenizer.count_each(
-            texts, limit=model.context_length, truncate=settings.truncate, param="input"
-        )
+        async with asyncio.timeout_at(deadline):  # the tokenizer's work counts towards the deadline
+            texts: list[str] = []
+            for index, item in enumerate(inputs):
+                if isinstance(item, str):
+                    texts.append(item)
+                    continue
+                ids = [token for token in item if isinstance(token, int)]  # a token-id list (inputs is one kind)
+                text = await model.tokenizer.decode(ids, skip_special_tokens=True)
+                if not text:
+                    # Only special (or unknown) ids: the pipeline takes text, and an empty text is
+                    # refused as an empty string input is.
+                    raise BadRequestError(
+                        f"input {index}: its token ids decode to an empty text (special or unknown ids only)",
+                        param="input",
+                    )
+                texts.append(text)
+            counts = await model.tokenizer.count_each(
+                texts, limit=model.context_length, truncate=settings.truncate, param="input"
+            )
         prompt_tokens = sum(counts)
-        ticket = model.admission.admit(prompt_tokens)
-        recorder.admitted(prompt_tokens)
-        try:
+        async with _engine_work(model, prompt_tokens, recorder, deadline):
             vectors = await model.engine.embed(texts)
-        finally:
-            ticket.release()
         if request.dimensions is not None:
             vectors = self._shorten(model, vectors, request.dimensions)
         data = [
@@ -152,27 +168,26 @@ class RetrievalService:
 
     # -- rerank ---------------------------------------------------------------------------------
 
-    async def rerank(self, request: RerankRequest, recorder: RequestRecorder) -> RerankResponse:
+    async def rerank(
+        self, request: RerankRequest, recorder: RequestRecorder, deadline: float | None = None
+    ) -> RerankResponse:
         model = self.models.get(request.model)
         model.require_task("rerank")
         recorder.model = model.name
-        _ready(model)
+        model.check_available()
         documents = request.texts
         _check_count(model, len(documents), "documents", "documents")
         limit = model.context_length
         # The query must leave room for a document; documents are cut to fit (a cross-encoder
         # reads query and document as one input of at most `limit` tokens).
-        (query_tokens,) = await model.tokenizer.count_each(
-            [request.query], limit=limit, truncate=False, param="query", label="the query"
-        )
-        document_tokens = await model.tokenizer.count_each(documents, limit=limit, truncate=True, param="documents")
+        async with asyncio.timeout_at(deadline):
+            (query_tokens,) = await model.tokenizer.count_each(
+                [request.query], limit=limit, truncate=False, param="query", label="the query"
+            )
+            document_tokens = await model.tokenizer.count_each(documents, limit=limit, truncate=True, param="documents")
         prompt_tokens = sum(min(limit, query_tokens + count) for count in document_tokens)
-        ticket = model.admission.admit(prompt_tokens)
-        recorder.admitted(prompt_tokens)
-        try:
+        async with _engine_work(model, prompt_tokens, recorder, deadline):
             scores = await model.engine.rerank(request.query, documents)
-        finally:
-            ticket.release()
         # Highest first; equal scores in document order, so the same request always gets the same answer.
         order = sorted(range(len(scores)), key=lambda index: (-scores[index], index))
         if request.top_n is not None:

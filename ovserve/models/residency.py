@@ -1,0 +1,209 @@
+"""Each served model's residency: whether its engine runs, what it costs, and who is using it.
+
+A :class:`Residency` is one model's policy (pinned, loaded on demand, idle timeout), its memory
+figures and the requests that hold it; :class:`Lease` is one request's hold on a model's engine.
+``ovserve.models.manager`` takes every decision (loads, unloads, evictions); this module only
+keeps the state those decisions read, so that the API and ``/metrics`` can show it.
+
+Memory figures (bytes), see :meth:`Residency.estimate` and :meth:`Residency.accounted`:
+
+- the *estimate* of a load: the highest resident memory the model's engine reached during its last
+  residency (sampled every :data:`SAMPLE_INTERVAL_S` while it ran, and right after its warm-up), or,
+  before its first load, :func:`static_estimate`;
+- what the budget *counts* for a resident model: the estimate it was placed with, or its peak so
+  far when that is higher.
+
+Everything here runs on the event loop: no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ovserve.metrics import LOAD_BUCKETS
+from ovserve.settings.schema import ModelSettings
+
+if TYPE_CHECKING:
+    from ovserve.models.manager import ResidencyManager
+
+# How often the manager samples the engines' memory and looks for idle models.
+SAMPLE_INTERVAL_S = 0.5
+# An engine process before its model: Python, OpenVINO and openvino_genai, the tokenizer models
+# (the tiny demo model's engine holds 138 MiB with 3 MB of files).
+ENGINE_OVERHEAD_BYTES = 160 << 20
+# The CPU plugin repacks weights into its own layout: resident memory holds about twice the files
+# (the 0.5B int8 benchmark model: 348 MB of files, 900 MB resident after its warm-up).
+WEIGHTS_FACTOR = 2
+
+
+class ModelState(enum.Enum):
+    """What ``GET /v3/models`` says of a model (``ovserve.extension.state``)."""
+
+    LOADED = "loaded"  # its engine serves
+    LOADING = "loading"  # a load (or a restart after a death) is under way
+    UNLOADING = "unloading"  # its engine is being stopped; a request waits, then loads it again
+    UNLOADED = "unloaded"  # no engine; the next request loads it
+    FAILED = "failed"  # its last load failed; retried after a growing delay
+
+
+def files_bytes(directory: Path | None) -> int:
+    """The size of the files under ``directory`` (symbolic links followed), 0 when there is none."""
+    if directory is None or not directory.is_dir():
+        return 0
+    total = 0
+    for path in directory.rglob("*"):
+        try:
+            if path.is_file():
+                total += path.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def static_estimate(settings: ModelSettings) -> int:
+    """A model's memory before it was ever measured: an engine process, its weights as the CPU
+    plugin holds them, and its KV cache (``cache_size``, the draft's ``draft_cache_size``)."""
+    weights = files_bytes(settings.path) + files_bytes(settings.draft_path)
+    kv_gb = settings.scheduler.cache_size + int(settings.draft_scheduler.get("cache_size", 0) or 0)
+    return ENGINE_OVERHEAD_BYTES + WEIGHTS_FACTOR * weights + (kv_gb << 30)
+
+
+@dataclass
+class ResidencyCounters:
+    """A model's load, unload and eviction counts, kept by name (they outlive a config reload that
+    replaces the model) for ``/metrics``."""
+
+    loads: int = 0
+    unloads: dict[str, int] = field(default_factory=dict)  # by reason: idle, evicted, api, config
+    evictions: int = 0
+    load_buckets: list[int] = field(default_factory=lambda: [0] * len(LOAD_BUCKETS))
+    load_count: int = 0
+    load_seconds: float = 0.0
+
+    def loaded(self, seconds: float) -> None:
+        self.loads += 1
+        self.load_count += 1
+        self.load_seconds += seconds
+        for index, bound in enumerate(LOAD_BUCKETS):
+            if seconds <= bound:
+                self.load_buckets[index] += 1
+                break
+
+    def unloaded(self, reason: str) -> None:
+        self.unloads[reason] = self.unloads.get(reason, 0) + 1
+        if reason == "evicted":
+            self.evictions += 1
+
+
+@dataclass
+class Residency:
+    """One model's residency. A model no manager adopted (the fast tests' bare registries) is
+    served as a model loaded at start: :meth:`ServedModel.lease` only checks its engine."""
+
+    manager: ResidencyManager | None = None
+    pinned: bool = False
+    lazy: bool = False  # unloaded at start: the first request loads it
+    idle_timeout: float | None = None  # unload after this long without a request (None: never)
+    estimate_before_measure: int = 0  # static_estimate, until a residency measured it
+    measured: int | None = None  # peak resident memory of its last residency
+    peak: int | None = None  # peak resident memory of this residency (None: not measured yet)
+    reserved: int = 0  # what the budget counted for it when it was placed
+    resident: bool = False  # its memory counts against the budget (loaded, loading or restarting)
+    retiring: bool = False  # removed from the config: it unloads once its requests are done
+    waiting: int = 0  # requests waiting for it to load
+    active: int = 0  # requests using its engine
+    last_used: float | None = None  # wall clock of the last request's start or end
+    last_used_at: float = field(default_factory=time.monotonic)  # the same, for the idle timer
+    counters: ResidencyCounters = field(default_factory=ResidencyCounters)
+    # The tasks that drive it: a load on demand, an unload, the keep-started loop of a model
+    # loaded at start (retries a failing start in the background).
+    load_task: asyncio.Task[None] | None = None
+    unload_task: asyncio.Task[None] | None = None
+    background: asyncio.Task[None] | None = None
+    placing: bool = False  # its load waits for room in the budget
+    no_active: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.no_active.set()
+
+    def touch(self) -> None:
+        self.last_used = time.time()
+        self.last_used_at = time.monotonic()
+
+    def idle_for(self) -> float:
+        return time.monotonic() - self.last_used_at
+
+    @property
+    def busy(self) -> bool:
+        """Requests hold it or wait for it: never unloaded for idleness nor evicted."""
+        return self.active > 0 or self.waiting > 0
+
+    @property
+    def changing(self) -> bool:
+        """A load or an unload is under way."""
+        return any(task is not None and not task.done() for task in (self.load_task, self.unload_task))
+
+    def estimate(self) -> int:
+        """What a load of this model is expected to take (see the module doc): while it is loaded,
+        the peak of this residency so far."""
+        for figure in (self.peak, self.measured):
+            if figure is not None:
+                return figure
+        return self.estimate_before_measure
+
+    def accounted(self) -> int:
+        """What the budget counts for it now: 0 unless resident; else what it was placed with, or
+        more once it grew past that. Not less: an engine's memory right after its warm-up is far
+        below what its first real requests make it (the 0.5B benchmark model: 183 MiB at ready,
+        913 MiB after a first chat request), and a model may grow back to its last peak."""
+        if not self.resident:
+            return 0
+        return max(self.reserved, self.peak or 0)
+
+    def observe(self, rss: int | None) -> None:
+        """A sample of its engine's resident memory."""
+        if rss is not None:
+            self.peak = rss if self.peak is None else max(self.peak, rss)
+
+    def freed(self) -> None:
+        """Its engine exited: the memory it reached is the next load's estimate."""
+        if self.peak is not None:
+            self.measured = self.peak
+        self.peak = None
+        self.resident = False
+        self.reserved = 0
+
+    def hold(self) -> None:
+        self.active += 1
+        self.no_active.clear()
+        self.touch()
+
+    def let_go(self) -> None:
+        self.active -= 1
+        self.touch()
+        if self.active == 0:
+            self.no_active.set()
+
+
+class Lease:
+    """One request's hold on a model's engine: it keeps the model from being unloaded for
+    idleness or evicted, and an unload through the API waits for it. :meth:`release` exactly once
+    (idempotent), however the request ended."""
+
+    def __init__(self, residency: Residency) -> None:
+        self._residency = residency
+        self._released = False
+        residency.hold()
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        self._residency.let_go()
+        if self._residency.manager is not None:
+            self._residency.manager.capacity_changed()

@@ -1,0 +1,85 @@
+"""Settings as command-line flags: every field of a settings model is a flag (and an
+``OVSERVE_<FLAG>`` environment variable) named as OVMS names it, unless marked :data:`NOT_A_FLAG`.
+
+``ovserve.__main__`` builds ``ovserve serve``'s options from :func:`flags`; the schema
+(``ovserve.settings.schema``) marks its fields with the constants here.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict
+from pydantic.fields import FieldInfo
+
+# A field marked with this is set by deployment files or by the code, never by a flag.
+NOT_A_FLAG: Final[dict[str, Any]] = {"flag": False}
+ENV_PREFIX: Final = "OVSERVE_"
+# A flag given several times (each value one list item); its environment variable gives one item.
+REPEATABLE: Final[dict[str, Any]] = {"repeatable": True}
+
+# Every settings model: unknown names refused, fields reachable by their names and OVMS aliases.
+SETTINGS_CONFIG = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+
+def input_names(model: type[BaseModel]) -> set[str]:
+    """Every name ``model`` accepts for its fields: the field names and their aliases."""
+    names = set(model.model_fields)
+    for field in model.model_fields.values():
+        names.update(_aliases(field))
+    return names
+
+
+def _aliases(field: FieldInfo) -> tuple[str, ...]:
+    alias = field.validation_alias
+    if isinstance(alias, str):
+        return (alias,)
+    if isinstance(alias, AliasChoices):
+        return tuple(choice for choice in alias.choices if isinstance(choice, str))
+    return ()
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One setting as a command-line flag and an environment variable."""
+
+    names: tuple[str, ...]  # the first is the flag's own name; the rest are OVMS spellings
+    field_name: str  # the attribute of the settings model that holds the value
+    field: FieldInfo
+
+    @property
+    def name(self) -> str:
+        return self.names[0]
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def repeatable(self) -> bool:
+        return self.field.json_schema_extra == REPEATABLE
+
+    @property
+    def switch(self) -> bool:
+        """A bool: ``--flag`` alone means true; ``--flag false`` (OVMS's spelling) still works."""
+        return self.field.annotation is bool
+
+    @property
+    def choices(self) -> tuple[str, ...] | None:
+        annotation = self.field.annotation
+        return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else None
+
+
+def flags(model: type[BaseModel]) -> list[Flag]:
+    """The flags of ``model``'s settings, its sub-models' flattened in (OVMS names them flat)."""
+    found = []
+    for name, field in model.model_fields.items():
+        if field.json_schema_extra == NOT_A_FLAG:
+            continue
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            found.extend(flags(field.annotation))
+        else:
+            found.append(Flag(names=_aliases(field) or (name,), field_name=name, field=field))
+    return found
