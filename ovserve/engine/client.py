@@ -50,6 +50,9 @@ from ovserve.engine.messages import (
     Shutdown,
     StatsReply,
     StatsRequest,
+    TranscribeRequest,
+    TranscribeResult,
+    TranscriptDelta,
 )
 from ovserve.engine.spec import EngineSpec
 from ovserve.errors import BadRequestError, EngineError, OvserveError, ServiceUnavailableError
@@ -72,7 +75,9 @@ _HEALTHY_AFTER_S = 60.0
 _ASSUMED_LOAD_S = 5.0
 
 # What a request's queue carries: its outputs, its end, or the failure that ended it.
-_StreamItem = SequenceOutput | RequestEnded | EmbedResult | RerankResult | BaseException
+_StreamItem = (
+    SequenceOutput | RequestEnded | EmbedResult | RerankResult | TranscriptDelta | TranscribeResult | BaseException
+)
 
 
 class EngineState(enum.Enum):
@@ -303,7 +308,7 @@ class EngineClient:
 
     def _dispatch(self, event: Event) -> None:
         match event:
-            case SequenceOutput(request_id=request_id):
+            case SequenceOutput(request_id=request_id) | TranscriptDelta(request_id=request_id):
                 stream = self._streams.get(request_id)
                 if stream is not None:
                     stream.put_nowait(event)
@@ -311,6 +316,7 @@ class EngineClient:
                 RequestEnded(request_id=request_id)
                 | EmbedResult(request_id=request_id)
                 | RerankResult(request_id=request_id)
+                | TranscribeResult(request_id=request_id)
             ):
                 stream = self._streams.pop(request_id, None)
                 if stream is not None:
@@ -493,6 +499,35 @@ class EngineClient:
         event = await self._call(lambda request_id: RerankRequest(request_id, query, documents))
         assert isinstance(event, RerankResult)
         return event.scores
+
+    async def transcribe(self, request: Callable[[int], TranscribeRequest]) -> AsyncGenerator[str | TranscribeResult, None]:
+        """The text of a transcription as the engine writes it, then its :class:`TranscribeResult`.
+        A consumer that stops early (disconnect, timeout) cancels the request: the engine's
+        streamer stops the pipeline at its next token."""
+        request_id, stream = self._open(request)
+        finished = False
+        try:
+            while True:
+                event = await stream.get()
+                match event:
+                    case TranscriptDelta(text=text):
+                        yield text
+                    case TranscribeResult():
+                        finished = True
+                        yield event
+                        return
+                    case RequestEnded(error=error, message=message):
+                        finished = True
+                        raise _request_error(error, message or "the request was cancelled")
+                    case BaseException():
+                        finished = True
+                        raise event
+                    case _:
+                        finished = True
+                        raise EngineError(f"unexpected engine answer {type(event).__name__}")
+        finally:
+            if not finished:
+                self._cancel(request_id)
 
     async def _call(self, command: Callable[[int], Command]) -> EmbedResult | RerankResult:
         """One request answered by one result event. A caller that stops waiting (disconnect,

@@ -23,6 +23,7 @@ class PipelineKind(enum.Enum):
     STATEFUL = "stateful"  # openvino_genai.LLMPipeline: one generation at a time (NPU)
     EMBEDDINGS = "embeddings"  # openvino_genai.TextEmbeddingPipeline
     RERANK = "rerank"  # a cross-encoder, driven by ovserve.engine.retrieval
+    SPEECH_TO_TEXT = "speech_to_text"  # openvino_genai.WhisperPipeline (ovserve.engine.speech)
 
     @property
     def continuous_batching(self) -> bool:
@@ -34,7 +35,8 @@ class PipelineKind(enum.Enum):
         return self not in _RETRIEVAL_KINDS
 
 
-_RETRIEVAL_KINDS = frozenset({PipelineKind.EMBEDDINGS, PipelineKind.RERANK})
+# Models run one request at a time by ovserve.engine.retrieval_loop (not LLMs).
+_RETRIEVAL_KINDS = frozenset({PipelineKind.EMBEDDINGS, PipelineKind.RERANK, PipelineKind.SPEECH_TO_TEXT})
 _CONTINUOUS_BATCHING_KINDS = frozenset(
     {PipelineKind.CONTINUOUS_BATCHING, PipelineKind.SPECULATIVE, PipelineKind.PROMPT_LOOKUP}
 )

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
 # What a model serves: OVMS's export_model.py task names (its graph's calculator says the same).
-Task = Literal["text_generation", "embeddings", "rerank"]
+Task = Literal["text_generation", "embeddings", "rerank", "speech_to_text"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 # A field marked with this is set by deployment files or by the code, never by a flag.
@@ -101,7 +101,8 @@ class ModelSettings(BaseModel):
     source: str = Field(default="the command line", json_schema_extra=NOT_A_FLAG)
     task: Task = Field(
         default="text_generation",
-        description="text_generation (chat, completions), embeddings or rerank; a graph's calculator sets it",
+        description="text_generation (chat, completions), embeddings, rerank or speech_to_text (Whisper: "
+        "/audio/transcriptions, /audio/translations); a graph's calculator sets it",
     )
     pipeline_type: PipelineType = Field(
         default="AUTO", description="AUTO: stateful LM on NPU, continuous batching elsewhere"
@@ -239,6 +240,8 @@ class ModelSettings(BaseModel):
             return PipelineKind.EMBEDDINGS
         if self.task == "rerank":
             return PipelineKind.RERANK
+        if self.task == "speech_to_text":
+            return PipelineKind.SPEECH_TO_TEXT
         if self.pipeline_type == "LM" or (self.pipeline_type == "AUTO" and self.device.upper().startswith("NPU")):
             return PipelineKind.STATEFUL
         if self.draft_path is not None:
@@ -413,6 +416,12 @@ class ServerSettings(BaseModel):
     )
     host: str = Field(default="0.0.0.0", description="address to bind (default: all interfaces)")
     max_request_mb: float = Field(default=16.0, gt=0, description="largest accepted request body (MB); 413 beyond")
+    # Audio is refused from its container's declared duration before it is decoded, and decoding
+    # stops at this length whatever the header said: it bounds the samples one request holds
+    # (16 kHz float32: 3.8 MB a minute) and the engine time it takes.
+    max_audio_seconds: float = Field(
+        default=600.0, gt=0, description="longest audio a transcription/translation request may carry (s); 400 beyond"
+    )
     # Slow-client limits (see ovserve.api.connection). Defaults: nginx's client_header_timeout is
     # 60 s and Node's headersTimeout 60 s, but a request head is a few hundred bytes, so 10 s is
     # generous; the body allows a 16 MB request over a slow (~1 MB/s) link; idle keep-alive as

@@ -1,0 +1,180 @@
+"""A random Whisper-shaped speech-to-text model: tiny-whisper, served by ``openvino_genai.WhisperPipeline``.
+
+Whisper's real shape where the pipeline depends on it (80 mel bins, 30 s windows of 3000 frames,
+1500 encoder positions, the special tokens ``<|startoftranscript|>``, languages, ``<|transcribe|>``,
+``<|translate|>``, ``<|notimestamps|>`` and the 1501 timestamp tokens ``<|0.00|>``..``<|30.00|>`` right
+after it), tiny everywhere else (d_model 64, 2+2 layers). The text vocabulary is a byte-level BPE
+trained on the local stdlib sources (no download); the special tokens are appended after it in
+Whisper's order, and ``generation_config.json`` carries the ids the pipeline reads (``lang_to_id``,
+``task_to_id``, ``no_timestamps_token_id``, suppress lists).
+
+Contract: ``WhisperSpec`` is a ``build.DemoModel``; the export (task
+``automatic-speech-recognition-with-past``) is checked for the encoder, decoder and tokenizer IRs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from scripts.demo_models.common import SEED, read_json, require_files, write_json
+from scripts.demo_models.tokenizer import Tokenizers
+
+SPEECH_MODELS_VERSION = "ovserve-speech-models/1"
+TINY_WHISPER = "tiny-whisper"
+# Whisper's languages, a few of them (the ids follow this order); "en" first as in Whisper.
+LANGUAGES = ("en", "de", "fr", "es", "it", "pl", "zh", "ja")
+_BPE_VOCAB = 2000
+_TIMESTAMPS = 1501  # <|0.00|> .. <|30.00|> every 0.02 s
+
+
+def _corpus() -> list[str]:
+    stdlib_dir = Path(os.__file__).parent
+    return [path.read_text(encoding="utf-8", errors="replace") for path in sorted(stdlib_dir.glob("*.py"))[:40]]
+
+
+def build_whisper_tokenizer(out_dir: Path) -> Path:
+    """Train a byte-level BPE and wrap it as a ``WhisperTokenizer`` with Whisper's special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import WhisperTokenizer
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=_BPE_VOCAB,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        min_frequency=2,
+        show_progress=False,
+    )
+    backend.train_from_iterator(_corpus(), trainer)
+    model = json.loads(backend.to_str())["model"]
+    specials = [
+        "<|startoftranscript|>",
+        *[f"<|{language}|>" for language in LANGUAGES],
+        "<|translate|>",
+        "<|transcribe|>",
+        "<|startoflm|>",
+        "<|startofprev|>",
+        "<|nospeech|>",
+        "<|notimestamps|>",
+    ]
+    timestamps = [f"<|{index * 0.02:.2f}|>" for index in range(_TIMESTAMPS)]
+    tokenizer = WhisperTokenizer(
+        vocab=model["vocab"],
+        merges=[tuple(merge) if isinstance(merge, list) else tuple(merge.split(" ")) for merge in model["merges"]],
+        unk_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        add_prefix_space=False,
+    )
+    tokenizer.add_tokens(specials, special_tokens=True)
+    tokenizer.add_tokens(timestamps)
+    tokenizer.save_pretrained(str(out_dir))
+    return out_dir
+
+
+@dataclass(frozen=True)
+class WhisperSpec:
+    version: ClassVar[str] = SPEECH_MODELS_VERSION
+    weight_format: ClassVar[str] = "fp16"
+    task: ClassVar[str] = "automatic-speech-recognition-with-past"
+
+    name: str
+    d_model: int = 64
+    layers: int = 2
+    heads: int = 4
+
+    def tokenizer(self, tokenizers: Tokenizers) -> Path:
+        return tokenizers.whisper
+
+    def checkpoint(self, tokenizer_dir: Path, hf_dir: Path) -> Path:
+        import torch
+        from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
+        from transformers import WhisperTokenizer
+
+        tokenizer = WhisperTokenizer.from_pretrained(str(tokenizer_dir))
+        ids = _special_ids(tokenizer)
+        torch.manual_seed(SEED)
+        shape: dict[str, Any] = {
+            "vocab_size": len(tokenizer),
+            "num_mel_bins": 80,
+            "d_model": self.d_model,
+            "encoder_layers": self.layers,
+            "decoder_layers": self.layers,
+            "encoder_attention_heads": self.heads,
+            "decoder_attention_heads": self.heads,
+            "encoder_ffn_dim": self.d_model * 4,
+            "decoder_ffn_dim": self.d_model * 4,
+            "max_source_positions": 1500,
+            "max_target_positions": 448,
+            "pad_token_id": ids["<|endoftext|>"],
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|endoftext|>"],
+            "decoder_start_token_id": ids["<|startoftranscript|>"],
+            "begin_suppress_tokens": [ids["<|endoftext|>"]],
+            "suppress_tokens": [],
+        }
+        model = WhisperForConditionalGeneration(WhisperConfig(**shape)).eval()
+        with torch.no_grad():
+            # Wider output weights than the default init: greedy decoding then writes varied text
+            # instead of one token until max_new_tokens.
+            model.proj_out.weight.normal_(0.0, 0.5)
+            # proj_out is tied to the decoder's embeddings: a zero row gives <|endoftext|> a logit of
+            # 0 whatever the state, below the best of ~4000 random ones, so greedy output is never empty.
+            model.proj_out.weight[ids["<|endoftext|>"]] = 0.0
+        model.save_pretrained(str(hf_dir))
+        tokenizer.save_pretrained(str(hf_dir))
+        WhisperFeatureExtractor(feature_size=80).save_pretrained(str(hf_dir))
+        write_json(hf_dir / "generation_config.json", _generation_config(ids))
+        return hf_dir
+
+    def finalize(self, tokenizer_dir: Path, hf_dir: Path, ov_dir: Path) -> None:
+        require_files(
+            ov_dir,
+            (
+                "openvino_encoder_model.xml",
+                "openvino_decoder_model.xml",
+                "openvino_tokenizer.xml",
+                "openvino_detokenizer.xml",
+                "preprocessor_config.json",
+            ),
+        )
+        # The export rewrites generation_config.json from the model's config; the pipeline needs ours.
+        write_json(ov_dir / "generation_config.json", read_json(hf_dir / "generation_config.json"))
+
+
+def _special_ids(tokenizer: Any) -> dict[str, int]:
+    vocab: dict[str, int] = tokenizer.get_vocab()
+    return {token: index for token, index in vocab.items() if token.startswith("<|") and token.endswith("|>")}
+
+
+def _generation_config(ids: dict[str, int]) -> dict[str, Any]:
+    eot = ids["<|endoftext|>"]
+    return {
+        "bos_token_id": eot,
+        "eos_token_id": eot,
+        "pad_token_id": eot,
+        "decoder_start_token_id": ids["<|startoftranscript|>"],
+        "begin_suppress_tokens": [220, eot] if 220 < eot else [eot],
+        "suppress_tokens": [],
+        "is_multilingual": True,
+        "lang_to_id": {f"<|{language}|>": ids[f"<|{language}|>"] for language in LANGUAGES},
+        "task_to_id": {"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+        "no_timestamps_token_id": ids["<|notimestamps|>"],
+        "prev_sot_token_id": ids["<|startofprev|>"],
+        "max_initial_timestamp_index": 50,
+        "max_length": 448,
+        "return_timestamps": False,
+        "forced_decoder_ids": None,
+    }
+
+
+TINY_WHISPER_SPEC = WhisperSpec(TINY_WHISPER)
+
+__all__ = ["TINY_WHISPER", "TINY_WHISPER_SPEC", "WhisperSpec", "build_whisper_tokenizer"]
