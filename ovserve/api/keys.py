@@ -10,6 +10,7 @@ from ovserve.api import auth
 from ovserve.api.auth import ApiKeys
 from ovserve.api.drain import Drain
 from ovserve.core.media import MediaResolver
+from ovserve.dialects.openai.audio.adapter import AudioService
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
@@ -25,6 +26,7 @@ CHAT = web.AppKey("chat", ChatEndpoint)
 COMPLETIONS = web.AppKey("completions", CompletionEndpoint)
 # Embeddings, rerank, tokenize and detokenize.
 RETRIEVAL = web.AppKey("retrieval", RetrievalService)
+AUDIO = web.AppKey("audio", AudioService)
 # The Responses API, with its conversation store.
 RESPONSES = web.AppKey("responses", ResponsesEndpoint)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)

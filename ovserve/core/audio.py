@@ -118,9 +118,7 @@ def _decode(container: object, container_name: str, max_seconds: float) -> Decod
     resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
     parts: list[np.ndarray] = []
     total = 0
-    frames = 0
-    for frame in container.decode(stream):
-        frames += 1
+    for frames, frame in enumerate(container.decode(stream), start=1):
         if frames > frame_limit:
             raise AudioError("the audio has too many frames for its length")
         if frame.sample_rate != rate or len(frame.layout.channels) > MAX_CHANNELS:

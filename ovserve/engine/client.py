@@ -500,7 +500,9 @@ class EngineClient:
         assert isinstance(event, RerankResult)
         return event.scores
 
-    async def transcribe(self, request: Callable[[int], TranscribeRequest]) -> AsyncGenerator[str | TranscribeResult, None]:
+    async def transcribe(
+        self, request: Callable[[int], TranscribeRequest]
+    ) -> AsyncGenerator[str | TranscribeResult, None]:
         """The text of a transcription as the engine writes it, then its :class:`TranscribeResult`.
         A consumer that stops early (disconnect, timeout) cancels the request: the engine's
         streamer stops the pipeline at its next token."""

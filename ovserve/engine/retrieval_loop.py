@@ -100,8 +100,11 @@ class RetrievalEngineLoop(LoopBase):
                 self._serve(request_id, documents, functools.partial(self._model.score, query), self._reranked)
             case TranscribeRequest() if isinstance(self._model, SpeechToText):
                 self._transcribe(self._model, command)
-            case AddRequest(request_id) | EmbedRequest(request_id) | RerankRequest(request_id) | TranscribeRequest(
-                request_id
+            case (
+                AddRequest(request_id)
+                | EmbedRequest(request_id)
+                | RerankRequest(request_id)
+                | TranscribeRequest(request_id)
             ):
                 # The server routes each task to its own models; never hang on another task's request.
                 self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, "this model serves another task")])

@@ -95,8 +95,12 @@ class WhisperSpec:
 
     def checkpoint(self, tokenizer_dir: Path, hf_dir: Path) -> Path:
         import torch
-        from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
-        from transformers import WhisperTokenizer
+        from transformers import (
+            WhisperConfig,
+            WhisperFeatureExtractor,
+            WhisperForConditionalGeneration,
+            WhisperTokenizer,
+        )
 
         tokenizer = WhisperTokenizer.from_pretrained(str(tokenizer_dir))
         ids = _special_ids(tokenizer)
@@ -128,6 +132,10 @@ class WhisperSpec:
             # proj_out is tied to the decoder's embeddings: a zero row gives <|endoftext|> a logit of
             # 0 whatever the state, below the best of ~4000 random ones, so greedy output is never empty.
             model.proj_out.weight[ids["<|endoftext|>"]] = 0.0
+            # Timestamp tokens likewise: without timestamps asked, a random model otherwise writes
+            # nothing but them (an empty transcript); with them asked, the pipeline forces them anyway.
+            for index in range(_TIMESTAMPS):
+                model.proj_out.weight[ids[f"<|{index * 0.02:.2f}|>"]] = 0.0
         model.save_pretrained(str(hf_dir))
         tokenizer.save_pretrained(str(hf_dir))
         WhisperFeatureExtractor(feature_size=80).save_pretrained(str(hf_dir))
@@ -161,7 +169,7 @@ def _generation_config(ids: dict[str, int]) -> dict[str, Any]:
         "eos_token_id": eot,
         "pad_token_id": eot,
         "decoder_start_token_id": ids["<|startoftranscript|>"],
-        "begin_suppress_tokens": [220, eot] if 220 < eot else [eot],
+        "begin_suppress_tokens": [220, eot] if eot > 220 else [eot],
         "suppress_tokens": [],
         "is_multilingual": True,
         "lang_to_id": {f"<|{language}|>": ids[f"<|{language}|>"] for language in LANGUAGES},
