@@ -103,8 +103,11 @@ def _decode(container: object, container_name: str, max_seconds: float) -> Decod
     if not container.streams.audio:
         raise AudioError(f"the {container_name} file has no audio stream")
     stream = container.streams.audio[0]
-    rate = int(stream.codec_context.sample_rate or stream.rate or 0)
-    channels = int(stream.codec_context.channels or 0)
+    codec = stream.codec_context
+    if codec is None:  # FFmpeg has no decoder for the stream's codec
+        raise AudioError(f"the {container_name} file's audio codec is not supported")
+    rate = int(codec.sample_rate or 0)
+    channels = int(codec.channels or 0)
     if not MIN_INPUT_RATE <= rate <= MAX_INPUT_RATE:
         raise AudioError(f"the audio's sample rate {rate} Hz is outside {MIN_INPUT_RATE}..{MAX_INPUT_RATE} Hz")
     if not 1 <= channels <= MAX_CHANNELS:
