@@ -22,11 +22,14 @@ How it is bounded:
 from __future__ import annotations
 
 import io
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
 from ovserve.errors import BadRequestError
+
+log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16_000
 MIN_INPUT_RATE = 1_000
@@ -92,6 +95,13 @@ def decode_audio(data: bytes, max_seconds: float) -> DecodedAudio:
         return _decode(container, container_name, max_seconds)
     except (av.FFmpegError, ValueError, OSError, MemoryError, EOFError) as exc:
         raise AudioError(f"the {container_name} audio cannot be decoded: {_reason(exc)}") from None
+    except AudioError:
+        raise
+    except Exception as exc:
+        # PyAV surfaces some FFmpeg states as other exceptions (an AttributeError for a missing
+        # codec context was one): whatever the bytes did, the upload is what was wrong.
+        log.warning("unexpected error decoding a %s upload: %r", container_name, exc)
+        raise AudioError(f"the {container_name} audio cannot be decoded") from None
     finally:
         container.close()
 

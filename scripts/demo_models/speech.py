@@ -129,13 +129,13 @@ class WhisperSpec:
             # Wider output weights than the default init: greedy decoding then writes varied text
             # instead of one token until max_new_tokens.
             model.proj_out.weight.normal_(0.0, 0.5)
-            # proj_out is tied to the decoder's embeddings: a zero row gives <|endoftext|> a logit of
-            # 0 whatever the state, below the best of ~4000 random ones, so greedy output is never empty.
-            model.proj_out.weight[ids["<|endoftext|>"]] = 0.0
-            # Timestamp tokens likewise: without timestamps asked, a random model otherwise writes
-            # nothing but them (an empty transcript); with them asked, the pipeline forces them anyway.
-            for index in range(_TIMESTAMPS):
-                model.proj_out.weight[ids[f"<|{index * 0.02:.2f}|>"]] = 0.0
+            # proj_out is tied to the decoder's embeddings: a zero row gives a token a logit of 0
+            # whatever the state, below the best of ~2000 random ones. Zeroed for every special token
+            # (<|endoftext|>, languages, tasks, timestamps...): greedy output is then never empty and
+            # never only markers; where the pipeline needs them it forces them (the task and
+            # timestamp tokens), and language detection, all equal, picks the first ("en").
+            for index in ids.values():
+                model.proj_out.weight[index] = 0.0
         model.save_pretrained(str(hf_dir))
         tokenizer.save_pretrained(str(hf_dir))
         WhisperFeatureExtractor(feature_size=80).save_pretrained(str(hf_dir))
