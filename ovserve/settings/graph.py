@@ -89,6 +89,19 @@ _RERANK_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
     ("plugin_config", 5, "string"),
 ]
 POOLING_TYPES = ("CLS", "LAST", "MEAN")
+# OVMS's S2tCalculatorOptions (src/audio/speech_to_text/s2t_calculator.proto) and the
+# SttCalculatorOptions of earlier releases (stt_calculator.proto, "device" for "target_device").
+_S2T_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
+    ("models_path", 1, "string"),
+    ("target_device", 2, "string"),
+    ("plugin_config", 3, "string"),
+    ("enable_word_timestamps", 4, "bool"),
+]
+_STT_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
+    ("models_path", 1, "string"),
+    ("device", 2, "string"),
+    ("plugin_config", 3, "string"),
+]
 
 # OVMS options ovserve understands but does not implement: refused at startup, never ignored.
 UNSUPPORTED_OPTIONS = {
@@ -209,7 +222,11 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
         )
     )
     rerank = _message("RerankCalculatorOVOptions", [_field(*spec) for spec in _RERANK_OPTIONS_FIELDS])
-    f.message_type.extend([options, sync_set, sync_options, handler, stream_info, node, graph, llm, embeddings, rerank])
+    s2t = _message("S2tCalculatorOptions", [_field(*spec) for spec in _S2T_OPTIONS_FIELDS])
+    stt = _message("SttCalculatorOptions", [_field(*spec) for spec in _STT_OPTIONS_FIELDS])
+    f.message_type.extend(
+        [options, sync_set, sync_options, handler, stream_info, node, graph, llm, embeddings, rerank, s2t, stt]
+    )
     pool.Add(f)
     return pool
 
@@ -222,6 +239,8 @@ _TASK_OF_OPTIONS = {
     _LLM_OPTIONS_TYPE: "text_generation",
     "mediapipe.EmbeddingsCalculatorOVOptions": "embeddings",
     "mediapipe.RerankCalculatorOVOptions": "rerank",
+    "mediapipe.S2tCalculatorOptions": "speech_to_text",
+    "mediapipe.SttCalculatorOptions": "speech_to_text",
 }
 _OPTIONS_CLASSES = {
     name: message_factory.GetMessageClass(_POOL.FindMessageTypeByName(name)) for name in _TASK_OF_OPTIONS
@@ -273,8 +292,8 @@ def parse_graph(graph_path: Path) -> GraphSettings:
     if not found:
         raise GraphError(
             f"{graph_path}: no node has [type.googleapis.com / mediapipe.LLMCalculatorOptions] (or "
-            "EmbeddingsCalculatorOVOptions, RerankCalculatorOVOptions) node_options; ovserve serves LLM, "
-            "embeddings and rerank graphs"
+            "EmbeddingsCalculatorOVOptions, RerankCalculatorOVOptions, S2tCalculatorOptions) node_options; "
+            "ovserve serves LLM, embeddings, rerank and speech-to-text graphs"
         )
     if len(found) > 1:
         raise GraphError(f"{graph_path}: {len(found)} model nodes found; a graph serves exactly one model")
@@ -285,7 +304,8 @@ def parse_graph(graph_path: Path) -> GraphSettings:
 
 
 def _retrieval_settings(graph_path: Path, text: str, task: str, options: Any) -> GraphSettings:
-    """An embeddings or rerank node: OVMS names the device ``target_device``; the rest keep their names."""
+    """An embeddings, rerank or speech-to-text node: OVMS names the device ``target_device`` (``device``
+    in the older SttCalculatorOptions); the rest keep their names."""
     if not options.HasField("models_path"):
         raise GraphError(f"{graph_path}: field 'models_path' is required in the {task} node's options")
     settings = GraphSettings(graph_path=graph_path, values={"task": task})
@@ -296,8 +316,15 @@ def _retrieval_settings(graph_path: Path, text: str, task: str, options: Any) ->
             value = (graph_path.parent / value).resolve()
         elif option == "pooling":
             value = POOLING_TYPES[value]
-        elif option == "target_device" and not value:
+        elif option in ("target_device", "device") and not value:
             continue  # "" means the default device
+        elif option == "enable_word_timestamps":
+            if value:
+                raise GraphError(
+                    f"{graph_path}:{_line_of(text, option)}: field '{option}': word timestamps are an OVMS "
+                    "option ovserve does not support; remove it (segment timestamps are always available)"
+                )
+            continue
         settings.values[setting] = value
         settings.places[setting] = f"{graph_path}:{_line_of(text, option)}: field '{option}'"
     return settings
