@@ -20,6 +20,8 @@ Output layout (``OUT_DIR``)::
     bench-bert-base-rerank/      BERT-base-shaped cross-encoder, fp16: the rerank benchmark (only with --benchmark)
     tiny-whisper/                Whisper: 80 mel bins, 30 s windows, d_model 64, 2+2 layers, fp16 IR
                                  (encoder + decoder IRs): speech to text, served by WhisperPipeline
+    tiny-speecht5/               SpeechT5, hidden 64, + HiFi-GAN vocoder, fp16 IR, voices/{alloy,echo}.bin
+                                 (speaker embeddings): text to speech, served by Text2SpeechPipeline
 
 Every model directory holds ``openvino_model.{xml,bin}`` (tiny-vlm: the language, text-embeddings
 and vision-embeddings IRs plus ``preprocessor_config.json``), ``openvino_{de,}tokenizer.{xml,bin}``,
@@ -59,7 +61,7 @@ from scripts.demo_models.retrieval import (
     TINY_EMBED_SPEC,
     TINY_RERANK_SPEC,
 )
-from scripts.demo_models.speech import TINY_WHISPER, TINY_WHISPER_SPEC
+from scripts.demo_models.speech import TINY_SPEECHT5, TINY_SPEECHT5_SPEC, TINY_WHISPER, TINY_WHISPER_SPEC
 from scripts.demo_models.tokenizer import build_tokenizer, build_vlm_tokenizer, build_wordpiece_tokenizer
 from scripts.demo_models.vlm import BENCH_VLM, BENCH_VLM_SPEC, TINY_VLM_SPEC
 
@@ -73,6 +75,8 @@ __all__ = [
     "TINY_EMBED_SPEC",
     "TINY_LLM_SPEC",
     "TINY_RERANK_SPEC",
+    "TINY_SPEECHT5",
+    "TINY_SPEECHT5_SPEC",
     "TINY_VLM_SPEC",
     "TINY_WHISPER",
     "TINY_WHISPER_SPEC",
@@ -91,7 +95,7 @@ __all__ = [
 
 DEMO_SPECS: list[DemoModel] = [TINY_LLM_SPEC, TINY_DRAFT_SPEC, TINY_VLM_SPEC]
 RETRIEVAL_SPECS: list[DemoModel] = [TINY_EMBED_SPEC, TINY_RERANK_SPEC]
-SPEECH_SPECS: list[DemoModel] = [TINY_WHISPER_SPEC]
+SPEECH_SPECS: list[DemoModel] = [TINY_WHISPER_SPEC, TINY_SPEECHT5_SPEC]
 
 
 def build_checkpoint(model: DemoModel, tokenizer_dir: Path, hf_dir: Path) -> Path:
@@ -128,7 +132,7 @@ def build_retrieval_models(
 
 
 def build_speech_models(out_dir: Path, force: bool = False) -> dict[str, Path]:
-    """Build (or reuse) ``tiny-whisper`` in ``out_dir``; returns name -> directory."""
+    """Build (or reuse) ``tiny-whisper`` and ``tiny-speecht5`` in ``out_dir``; returns name -> directory."""
     return build(SPEECH_SPECS, out_dir, force)
 
 

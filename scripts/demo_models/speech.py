@@ -185,4 +185,105 @@ def _generation_config(ids: dict[str, int]) -> dict[str, Any]:
 
 TINY_WHISPER_SPEC = WhisperSpec(TINY_WHISPER)
 
-__all__ = ["TINY_WHISPER", "TINY_WHISPER_SPEC", "WhisperSpec", "build_whisper_tokenizer"]
+
+TINY_SPEECHT5 = "tiny-speecht5"
+# The voices written next to tiny-speecht5 (raw float32 speaker embeddings, as OVMS reads them).
+SPEECHT5_VOICES = ("alloy", "echo")
+_SPEAKER_DIM = 512
+
+
+def build_char_sentencepiece(out_dir: Path) -> Path:
+    """A character-level SentencePiece model (SpeechT5's tokenizer kind) trained on the stdlib sources."""
+    import sentencepiece as spm
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = [line for text in _corpus()[:20] for line in text.splitlines() if line.strip()][:20_000]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_prefix=str(out_dir / "spm_char"),
+        vocab_size=80,
+        model_type="char",
+        character_coverage=1.0,
+        bos_id=0,
+        pad_id=1,
+        eos_id=2,
+        unk_id=3,
+        minloglevel=2,
+    )
+    return out_dir / "spm_char.model"
+
+
+@dataclass(frozen=True)
+class SpeechT5Spec:
+    """A random SpeechT5 text-to-speech model with a random HiFi-GAN vocoder, for
+    ``openvino_genai.Text2SpeechPipeline``; two voices (speaker embeddings) in ``voices/``."""
+
+    version: ClassVar[str] = SPEECH_MODELS_VERSION
+    weight_format: ClassVar[str] = "fp16"
+    task: ClassVar[str] = "text-to-audio"
+
+    name: str
+    hidden_size: int = 64
+
+    def tokenizer(self, tokenizers: Tokenizers) -> Path:
+        return tokenizers.speecht5
+
+    def model_kwargs(self, hf_dir: Path) -> dict[str, Any]:
+        return {"vocoder": str(hf_dir / "vocoder")}
+
+    def checkpoint(self, tokenizer_dir: Path, hf_dir: Path) -> Path:
+        import torch
+        from transformers import (
+            SpeechT5Config,
+            SpeechT5ForTextToSpeech,
+            SpeechT5HifiGan,
+            SpeechT5HifiGanConfig,
+            SpeechT5Tokenizer,
+        )
+
+        tokenizer = SpeechT5Tokenizer(str(tokenizer_dir))
+        torch.manual_seed(SEED)
+        size = self.hidden_size
+        shape: dict[str, Any] = {
+            "vocab_size": len(tokenizer),
+            "hidden_size": size,
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2,
+            "encoder_ffn_dim": size * 2,
+            "decoder_ffn_dim": size * 2,
+            "speech_decoder_prenet_units": size,
+            "speech_decoder_postnet_units": size,
+            "speech_decoder_postnet_layers": 2,
+            "speaker_embedding_dim": _SPEAKER_DIM,
+            "num_mel_bins": 80,
+        }
+        SpeechT5ForTextToSpeech(SpeechT5Config(**shape)).eval().save_pretrained(str(hf_dir))
+        tokenizer.save_pretrained(str(hf_dir))
+        SpeechT5HifiGan(SpeechT5HifiGanConfig(model_in_dim=80, upsample_initial_channel=32)).eval().save_pretrained(
+            str(hf_dir / "vocoder")
+        )
+        return hf_dir
+
+    def finalize(self, tokenizer_dir: Path, hf_dir: Path, ov_dir: Path) -> None:
+        import numpy as np
+
+        require_files(
+            ov_dir,
+            (
+                "openvino_encoder_model.xml",
+                "openvino_decoder_model.xml",
+                "openvino_postnet.xml",
+                "openvino_vocoder.xml",
+                "openvino_tokenizer.xml",
+            ),
+        )
+        voices = ov_dir / "voices"
+        voices.mkdir()
+        rng = np.random.default_rng(SEED)
+        for voice in SPEECHT5_VOICES:
+            (voices / f"{voice}.bin").write_bytes(rng.normal(0.0, 0.1, _SPEAKER_DIM).astype(np.float32).tobytes())
+
+
+TINY_SPEECHT5_SPEC = SpeechT5Spec(TINY_SPEECHT5)
