@@ -261,9 +261,8 @@ class SpeechT5Spec:
         }
         SpeechT5ForTextToSpeech(SpeechT5Config(**shape)).eval().save_pretrained(str(hf_dir))
         tokenizer.save_pretrained(str(hf_dir))
-        SpeechT5HifiGan(SpeechT5HifiGanConfig(model_in_dim=80, upsample_initial_channel=32)).eval().save_pretrained(
-            str(hf_dir / "vocoder")
-        )
+        vocoder: dict[str, Any] = {"model_in_dim": 80, "upsample_initial_channel": 32}  # untyped **kwargs
+        SpeechT5HifiGan(SpeechT5HifiGanConfig(**vocoder)).eval().save_pretrained(str(hf_dir / "vocoder"))
         return hf_dir
 
     def finalize(self, tokenizer_dir: Path, hf_dir: Path, ov_dir: Path) -> None:
