@@ -19,6 +19,7 @@ from ovserve.core.chat import ChatGeneration
 from ovserve.core.completion import CompletionGeneration
 from ovserve.core.media import MediaResolver
 from ovserve.dialects.openai.audio.adapter import AudioService
+from ovserve.dialects.openai.audio.speech import SpeechService
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
@@ -130,6 +131,7 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.COMPLETIONS] = CompletionEndpoint(CompletionGeneration(models))
     app[keys.RETRIEVAL] = RetrievalService(models)
     app[keys.AUDIO] = AudioService(models, settings.max_audio_seconds)
+    app[keys.SPEECH] = SpeechService(models)
     store = ResponseStore(
         settings.responses_store,
         max_count=settings.responses_store_max_count,

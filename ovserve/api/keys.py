@@ -11,6 +11,7 @@ from ovserve.api.auth import ApiKeys
 from ovserve.api.drain import Drain
 from ovserve.core.media import MediaResolver
 from ovserve.dialects.openai.audio.adapter import AudioService
+from ovserve.dialects.openai.audio.speech import SpeechService
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
@@ -27,6 +28,7 @@ COMPLETIONS = web.AppKey("completions", CompletionEndpoint)
 # Embeddings, rerank, tokenize and detokenize.
 RETRIEVAL = web.AppKey("retrieval", RetrievalService)
 AUDIO = web.AppKey("audio", AudioService)
+SPEECH = web.AppKey("speech", SpeechService)
 # The Responses API, with its conversation store.
 RESPONSES = web.AppKey("responses", ResponsesEndpoint)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)

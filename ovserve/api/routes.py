@@ -25,6 +25,7 @@ from ovserve.dialects.openai.audio.request import parse_form
 from ovserve.dialects.openai.audio.response import delta_event as audio_delta_event
 from ovserve.dialects.openai.audio.response import done_event as audio_done_event
 from ovserve.dialects.openai.audio.response import render as render_transcript
+from ovserve.dialects.openai.audio.speech import SpeechRequest
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
@@ -463,3 +464,24 @@ async def _audio_stream(
     finally:
         recorder.finished(outcome, 200)
     return writer.response
+
+
+async def audio_speech(request: web.Request) -> web.Response:
+    """Text to speech: the whole audio file, within ``--request_timeout``; counted in ``/metrics``."""
+    timeout = request.app[keys.SETTINGS].request_timeout
+    recorder = request.app[keys.METRICS].recorder("audio_speech")
+    try:
+        parsed = _parse_body(await read_json_object(request), SpeechRequest)
+        try:
+            async with asyncio.timeout(timeout):
+                data, content_type, rate = await request.app[keys.SPEECH].speak(parsed)
+        except TimeoutError:
+            raise _deadline_error(timeout) from None
+    except OvserveError as exc:
+        recorder.finished(exc.error_type, exc.status)
+        raise
+    except asyncio.CancelledError:
+        recorder.finished("disconnected", 499)
+        raise
+    recorder.finished("stop", 200)
+    return web.Response(body=data, content_type=content_type, headers={"X-Sample-Rate": str(rate)})

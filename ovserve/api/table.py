@@ -51,6 +51,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/rerank", routes.rerank, API_PREFIXES),
     Route("POST", "/audio/transcriptions", routes.audio_transcriptions, API_PREFIXES),
     Route("POST", "/audio/translations", routes.audio_translations, API_PREFIXES),
+    Route("POST", "/audio/speech", routes.audio_speech, API_PREFIXES),
     Route("POST", "/tokenize", routes.tokenize, API_PREFIXES),
     Route("POST", "/detokenize", routes.detokenize, API_PREFIXES),
     Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES),

@@ -172,3 +172,42 @@ def _reason(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     # FFmpeg messages name the BytesIO object's repr; keep the reason, not the address.
     return text.split(": '<_io.BytesIO")[0][:200]
+
+
+# /audio/speech's response formats: (container, codec, encoder sample format, content type).
+SPEECH_FORMATS: dict[str, tuple[str, str, str, str]] = {
+    "mp3": ("mp3", "libmp3lame", "s16p", "audio/mpeg"),
+    "opus": ("ogg", "libopus", "s16", "audio/ogg"),
+    "aac": ("adts", "aac", "fltp", "audio/aac"),
+    "flac": ("flac", "flac", "s16", "audio/flac"),
+    "wav": ("wav", "pcm_s16le", "s16", "audio/wav"),
+}
+PCM_CONTENT_TYPE = "audio/pcm"
+
+
+def encode_audio(samples: np.ndarray, rate: int, response_format: str) -> tuple[bytes, str]:
+    """float32 mono ``samples`` at ``rate`` as a file of ``response_format`` (SPEECH_FORMATS, or
+    ``pcm``: raw 16-bit little-endian), and its content type."""
+    clipped = np.clip(np.nan_to_num(samples.astype(np.float32, copy=False)), -1.0, 1.0)
+    pcm = (clipped * 32767).astype("<i2")
+    if response_format == "pcm":
+        return pcm.tobytes(), PCM_CONTENT_TYPE
+    import av
+
+    container_name, codec, sample_format, content_type = SPEECH_FORMATS[response_format]
+    buffer = io.BytesIO()
+    with av.open(buffer, mode="w", format=container_name) as output:
+        stream = output.add_stream(codec, rate=rate)
+        assert isinstance(stream, av.audio.stream.AudioStream)
+        stream.layout = "mono"
+        if sample_format == "fltp":
+            frame = av.AudioFrame.from_ndarray(clipped.reshape(1, -1), format="fltp", layout="mono")
+        else:
+            frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format=sample_format, layout="mono")
+        frame.sample_rate = rate
+        # The encoder takes frames of its own size: a resampler-free FIFO through encode().
+        for packet in stream.encode(frame):
+            output.mux(packet)
+        for packet in stream.encode(None):
+            output.mux(packet)
+    return buffer.getvalue(), content_type

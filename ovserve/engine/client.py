@@ -48,8 +48,10 @@ from ovserve.engine.messages import (
     RerankResult,
     SequenceOutput,
     Shutdown,
+    SpeechResult,
     StatsReply,
     StatsRequest,
+    SynthesizeRequest,
     TranscribeRequest,
     TranscribeResult,
     TranscriptDelta,
@@ -76,7 +78,14 @@ _ASSUMED_LOAD_S = 5.0
 
 # What a request's queue carries: its outputs, its end, or the failure that ended it.
 _StreamItem = (
-    SequenceOutput | RequestEnded | EmbedResult | RerankResult | TranscriptDelta | TranscribeResult | BaseException
+    SequenceOutput
+    | RequestEnded
+    | EmbedResult
+    | RerankResult
+    | TranscriptDelta
+    | TranscribeResult
+    | SpeechResult
+    | BaseException
 )
 
 
@@ -317,6 +326,7 @@ class EngineClient:
                 | EmbedResult(request_id=request_id)
                 | RerankResult(request_id=request_id)
                 | TranscribeResult(request_id=request_id)
+                | SpeechResult(request_id=request_id)
             ):
                 stream = self._streams.pop(request_id, None)
                 if stream is not None:
@@ -531,7 +541,13 @@ class EngineClient:
             if not finished:
                 self._cancel(request_id)
 
-    async def _call(self, command: Callable[[int], Command]) -> EmbedResult | RerankResult:
+    async def synthesize(self, text: str, voice: str | None, speed: float) -> SpeechResult:
+        """Speech for ``text``, made in the engine process."""
+        event = await self._call(lambda request_id: SynthesizeRequest(request_id, text, voice, speed))
+        assert isinstance(event, SpeechResult)
+        return event
+
+    async def _call(self, command: Callable[[int], Command]) -> EmbedResult | RerankResult | SpeechResult:
         """One request answered by one result event. A caller that stops waiting (disconnect,
         timeout) cancels it: the engine drops it before its next pipeline call."""
         request_id, stream = self._open(command)
@@ -543,7 +559,7 @@ class EngineClient:
             if not finished:
                 self._cancel(request_id)
         match event:
-            case EmbedResult() | RerankResult():
+            case EmbedResult() | RerankResult() | SpeechResult():
                 return event
             case RequestEnded(error=error, message=message):
                 raise _request_error(error, message or "the request was cancelled")

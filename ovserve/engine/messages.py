@@ -147,6 +147,17 @@ class TranscribeRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class SynthesizeRequest:
+    """Speak ``text`` (a text-to-speech engine) in ``voice`` (None: the model's default speaker);
+    answered by :class:`SpeechResult` or an error :class:`RequestEnded`."""
+
+    request_id: int
+    text: str
+    voice: str | None
+    speed: float
+
+
+@dataclass(frozen=True, slots=True)
 class StatsRequest:
     token: int  # echoed by the StatsReply
 
@@ -156,7 +167,16 @@ class Shutdown:
     pass
 
 
-Command = AddRequest | EmbedRequest | RerankRequest | TranscribeRequest | CancelRequest | StatsRequest | Shutdown
+Command = (
+    AddRequest
+    | EmbedRequest
+    | RerankRequest
+    | TranscribeRequest
+    | SynthesizeRequest
+    | CancelRequest
+    | StatsRequest
+    | Shutdown
+)
 
 
 # -- engine -> server -----------------------------------------------------------------------
@@ -244,6 +264,16 @@ class TranscribeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeechResult:
+    """The speech of a :class:`SynthesizeRequest`: float32 mono samples at ``sample_rate``.
+    Ends the request; no RequestEnded follows."""
+
+    request_id: int
+    samples: np.ndarray
+    sample_rate: int
+
+
+@dataclass(frozen=True, slots=True)
 class StatsReply:
     token: int
     stats: EngineStats
@@ -267,6 +297,7 @@ Event = (
     | RerankResult
     | TranscriptDelta
     | TranscribeResult
+    | SpeechResult
     | StatsReply
     | Heartbeat
 )

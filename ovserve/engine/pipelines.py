@@ -125,6 +125,10 @@ def build_pipeline(spec: EngineSpec) -> Any:
         from ovserve.engine.speech import SpeechToText
 
         return SpeechToText(spec)
+    if spec.kind is PipelineKind.TEXT_TO_SPEECH:
+        from ovserve.engine.speech import TextToSpeech
+
+        return TextToSpeech(spec)
     if not spec.kind.generates:
         return build_retrieval_model(spec)
     # The CPU plugin's JIT kernel caches would otherwise grow for hours (ovserve.engine.memory).

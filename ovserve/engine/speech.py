@@ -1,4 +1,5 @@
-"""The speech-to-text model of an engine process: ``openvino_genai.WhisperPipeline``.
+"""The speech models of an engine process: ``openvino_genai.WhisperPipeline`` (speech to text) and
+``openvino_genai.Text2SpeechPipeline`` (text to speech, :class:`TextToSpeech`).
 
 :class:`SpeechToText` takes 16 kHz mono float32 samples (the server decodes and resamples them,
 ``ovserve.core.audio``) and returns the transcript, its timestamped segments when asked, and the
@@ -16,6 +17,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -97,6 +99,46 @@ class SpeechToText:
             segments.append((round(start, 2), round(min(end, duration), 2), chunk.text))
         detected = getattr(result, "language", None) or None
         return Transcript(text, segments, language or _code(detected))
+
+
+class UnknownVoiceError(ValueError):
+    pass
+
+
+def read_speaker_embedding(path: Path, shape: tuple[int, ...]) -> np.ndarray:
+    """A voice file: raw float32 with exactly the model's speaker-embedding size (OVMS's format)."""
+    expected = int(np.prod(shape))
+    data = path.read_bytes()
+    if len(data) != expected * 4:
+        raise ValueError(
+            f"voice file {path} holds {len(data)} bytes; the model needs {expected} float32 ({expected * 4} bytes)"
+        )
+    return np.frombuffer(data, dtype=np.float32).reshape(shape).copy()
+
+
+class TextToSpeech:
+    """A SpeechT5-style ``Text2SpeechPipeline`` and its voices, read and checked at load."""
+
+    def __init__(self, spec: EngineSpec) -> None:
+        import openvino_genai as ov_genai
+
+        self.pipeline = ov_genai.Text2SpeechPipeline(str(spec.model_path), spec.device, **spec.plugin_config)
+        shape = tuple(int(dim) for dim in self.pipeline.get_speaker_embedding_shape())
+        self.voices = {name: read_speaker_embedding(path, shape) for name, path in spec.voices.items()}
+
+    def synthesize(self, text: str, voice: str | None, speed: float) -> tuple[np.ndarray, int]:
+        """float32 mono samples and their rate."""
+        import openvino as ov
+
+        if voice is not None and voice not in self.voices:
+            raise UnknownVoiceError(voice)
+        properties: dict[str, Any] = {} if speed == 1.0 else {"speed": speed}
+        if voice is None:
+            result = self.pipeline.generate(text, **properties)
+        else:
+            result = self.pipeline.generate(text, ov.Tensor(self.voices[voice]), **properties)
+        samples = np.asarray(result.speeches[0].data, dtype=np.float32).reshape(-1).copy()
+        return samples, int(result.output_sample_rate)
 
 
 def _code(token: str | None) -> str | None:

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
 # What a model serves: OVMS's export_model.py task names (its graph's calculator says the same).
-Task = Literal["text_generation", "embeddings", "rerank", "speech_to_text"]
+Task = Literal["text_generation", "embeddings", "rerank", "speech_to_text", "text_to_speech"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 # A field marked with this is set by deployment files or by the code, never by a flag.
@@ -101,8 +101,9 @@ class ModelSettings(BaseModel):
     source: str = Field(default="the command line", json_schema_extra=NOT_A_FLAG)
     task: Task = Field(
         default="text_generation",
-        description="text_generation (chat, completions), embeddings, rerank or speech_to_text (Whisper: "
-        "/audio/transcriptions, /audio/translations); a graph's calculator sets it",
+        description="text_generation (chat, completions), embeddings, rerank, speech_to_text (Whisper: "
+        "/audio/transcriptions, /audio/translations) or text_to_speech (SpeechT5: /audio/speech); a graph's "
+        "calculator sets it",
     )
     pipeline_type: PipelineType = Field(
         default="AUTO", description="AUTO: stateful LM on NPU, continuous batching elsewhere"
@@ -119,6 +120,11 @@ class ModelSettings(BaseModel):
     device: str = Field(default="CPU", description="OpenVINO device: CPU, GPU, NPU, ... (passed through)")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    voices: dict[str, Path] = Field(
+        default_factory=dict,
+        description="text_to_speech: the voices /audio/speech offers, as NAME=FILE,... (raw float32 speaker "
+        "embeddings, as OVMS's graph 'voices'); default: every voices/NAME.bin in the model directory",
+    )
     max_tokens_limit: int | None = Field(default=None, ge=1, description="upper bound (and default) for max_tokens")
     best_of_limit: int = Field(default=20, ge=1, description="largest best_of / n a request may ask (OVMS default 20)")
     tool_parser: str | None = Field(
@@ -156,6 +162,26 @@ class ModelSettings(BaseModel):
         if isinstance(value, dict):
             # OVMS writes "KV_CACHE_PRECISION": "" when no precision was chosen: that means "default".
             return {key: item for key, item in value.items() if item != ""}
+        return value
+
+    @field_validator("voices", mode="before")
+    @classmethod
+    def _voice_list(cls, value: Any) -> Any:
+        if isinstance(value, str):  # the flag: NAME=FILE,NAME=FILE
+            pairs = [item.strip() for item in value.split(",") if item.strip()]
+            if any("=" not in pair for pair in pairs):
+                raise ValueError(f"expected NAME=FILE[,NAME=FILE...], got {value!r}")
+            return dict(pair.split("=", 1) for pair in pairs)
+        return value
+
+    @field_validator("voices")
+    @classmethod
+    def _voice_files(cls, value: dict[str, Path]) -> dict[str, Path]:
+        for name, path in value.items():
+            if not name:
+                raise ValueError("a voice needs a name")
+            if not path.is_file():
+                raise ValueError(f"voice '{name}': {path} does not exist")
         return value
 
     @field_validator("path", "draft_path")
@@ -242,6 +268,8 @@ class ModelSettings(BaseModel):
             return PipelineKind.RERANK
         if self.task == "speech_to_text":
             return PipelineKind.SPEECH_TO_TEXT
+        if self.task == "text_to_speech":
+            return PipelineKind.TEXT_TO_SPEECH
         if self.pipeline_type == "LM" or (self.pipeline_type == "AUTO" and self.device.upper().startswith("NPU")):
             return PipelineKind.STATEFUL
         if self.draft_path is not None:
@@ -283,9 +311,18 @@ class ModelSettings(BaseModel):
             draft_device=self.draft_device,
             draft_scheduler=draft_scheduler,
             retrieval=self.retrieval,
+            voices=self.voice_files(),
             max_input_tokens=self.max_input_tokens() if not self.pipeline_kind.generates else None,
             fault=EngineFault.from_environment(),  # the one place the test hook's variable is read
         )
+
+    def voice_files(self) -> dict[str, Path]:
+        """Text to speech: the configured voices, else the model directory's ``voices/*.bin``."""
+        if self.pipeline_kind is not PipelineKind.TEXT_TO_SPEECH:
+            return {}
+        if self.voices:
+            return {name: path.resolve() for name, path in self.voices.items()}
+        return {path.stem: path.resolve() for path in sorted((self.path / "voices").glob("*.bin"))}
 
     def max_input_tokens(self) -> int:
         """Embeddings / rerank: the most tokens one input may have: the graph's (or flag's)
