@@ -261,8 +261,15 @@ class SpeechT5Spec:
         }
         SpeechT5ForTextToSpeech(SpeechT5Config(**shape)).eval().save_pretrained(str(hf_dir))
         tokenizer.save_pretrained(str(hf_dir))
-        vocoder: dict[str, Any] = {"model_in_dim": 80, "upsample_initial_channel": 32}  # untyped **kwargs
-        SpeechT5HifiGan(SpeechT5HifiGanConfig(**vocoder)).eval().save_pretrained(str(hf_dir / "vocoder"))
+        vocoder_shape: dict[str, Any] = {"model_in_dim": 80, "upsample_initial_channel": 32}  # untyped **kwargs
+        vocoder = SpeechT5HifiGan(SpeechT5HifiGanConfig(**vocoder_shape)).eval()
+        with torch.no_grad():
+            # HiFi-GAN's default init leaves a random vocoder's output near 1e-9, silence once
+            # quantized to 16 bits: wider output weights make the voices audibly (and testably) differ.
+            vocoder.conv_post.weight.normal_(0.0, 1.0)
+            for block in vocoder.upsampler:
+                block.weight.normal_(0.0, 0.3)
+        vocoder.save_pretrained(str(hf_dir / "vocoder"))
         return hf_dir
 
     def finalize(self, tokenizer_dir: Path, hf_dir: Path, ov_dir: Path) -> None:
