@@ -93,10 +93,12 @@ def test_transcription_sent_to_a_speech_model_is_refused(tts_server: Server) -> 
 def test_ovms_graphs_serve_both_speech_models(speech_models: dict[str, Path], tmp_path: Path) -> None:
     """OVMS's S2T and T2S graphs (voices as a graph option) in one config.json."""
     voice = speech_models[MODEL] / "voices" / "echo.bin"
+    s2t = f'models_path: "{speech_models["tiny-whisper"]}" target_device: "CPU"'
+    t2s = f'models_path: "{speech_models[MODEL]}" voices: [{{ name: "narrator", path: "{voice}" }}]'
     graphs = {
-        "whisper": f'[type.googleapis.com / mediapipe.S2tCalculatorOptions]: {{ models_path: "{speech_models["tiny-whisper"]}" target_device: "CPU" }}',
-        "speaker": f'[type.googleapis.com / mediapipe.T2sCalculatorOptions]: {{ models_path: "{speech_models[MODEL]}" voices: [{{ name: "narrator", path: "{voice}" }}] }}',
-    }  # fmt: skip
+        "whisper": f"[type.googleapis.com / mediapipe.S2tCalculatorOptions]: {{ {s2t} }}",
+        "speaker": f"[type.googleapis.com / mediapipe.T2sCalculatorOptions]: {{ {t2s} }}",
+    }
     for name, options in graphs.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "graph.pbtxt").write_text(
