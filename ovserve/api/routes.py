@@ -409,19 +409,20 @@ async def _audio(request: web.Request, task: Literal["transcribe", "translate"])
     )
     try:
         parsed = parse_form(await _read_form(request), task)
-        job = await service.prepare(parsed)
-        recorder.model = job.model.name
-        seconds = job.audio.seconds
-        if parsed.stream:
-            return await _audio_stream(request, service, job, recorder, timeout)
-        try:
-            async with asyncio.timeout(timeout):
-                result = None
-                async for item in service.run(job):
-                    if isinstance(item, TranscribeResult):
-                        result = item
-        except TimeoutError:
-            raise _deadline_error(timeout) from None
+        with service.admitted(parsed.model):
+            job = await service.prepare(parsed)
+            recorder.model = job.model.name
+            seconds = job.audio.seconds
+            if parsed.stream:
+                return await _audio_stream(request, service, job, recorder, timeout)
+            try:
+                async with asyncio.timeout(timeout):
+                    result = None
+                    async for item in service.run(job):
+                        if isinstance(item, TranscribeResult):
+                            result = item
+            except TimeoutError:
+                raise _deadline_error(timeout) from None
         assert result is not None
         body, content_type = render_transcript(parsed, result.text, result.segments, seconds, result.language)
     except OvserveError as exc:

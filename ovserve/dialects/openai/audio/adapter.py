@@ -7,6 +7,9 @@ Contract:
   upload (``ovserve.core.audio``) on a worker thread, at most :data:`DECODE_SLOTS` at a time so
   that concurrent uploads cannot multiply the decoder's memory; every problem with the audio is a
   400 naming it.
+- :meth:`AudioService.admitted` bounds the requests of one model between arrival and their last
+  byte to ``--max_queued_requests`` (a 429 beyond): each holds its decoded samples (up to
+  ``--max_audio_seconds`` x 64 kB) while it waits for the one-at-a-time engine.
 - :meth:`AudioService.run` yields the transcript's text as the engine writes it, then the
   finished :class:`~ovserve.engine.messages.TranscribeResult`. Stopping early cancels the
   request in the engine.
@@ -15,8 +18,9 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from ovserve.core.audio import DecodedAudio, decode_audio
 from ovserve.dialects.openai.audio.request import AudioRequest
 from ovserve.engine.messages import TranscribeRequest, TranscribeResult
 from ovserve.engine.speech import model_languages
-from ovserve.errors import BadRequestError
+from ovserve.errors import BadRequestError, TooManyRequestsError
 from ovserve.models.served import ModelRegistry, ServedModel
 
 TASK = "speech_to_text"
@@ -54,11 +58,31 @@ def max_new_tokens(model_dir: Path) -> int:
 
 
 class AudioService:
-    def __init__(self, models: ModelRegistry, max_audio_seconds: float) -> None:
+    def __init__(self, models: ModelRegistry, max_audio_seconds: float, max_queued_requests: int) -> None:
         self.models = models
         self.max_audio_seconds = max_audio_seconds
+        self.max_queued_requests = max_queued_requests
+        self._in_flight: dict[str, int] = {}
         self._decodes = asyncio.Semaphore(DECODE_SLOTS)
         self._languages: dict[str, frozenset[str]] = {}
+
+    @contextlib.contextmanager
+    def admitted(self, name: str) -> Iterator[None]:
+        """One request of model ``name`` in flight; a 429 when ``--max_queued_requests`` already are."""
+        count = self._in_flight.get(name, 0)
+        if count >= self.max_queued_requests:
+            raise TooManyRequestsError(
+                f"model '{name}' has {count} audio requests in flight (--max_queued_requests); retry shortly"
+            )
+        self._in_flight[name] = count + 1
+        try:
+            yield
+        finally:
+            remaining = self._in_flight[name] - 1
+            if remaining:
+                self._in_flight[name] = remaining
+            else:
+                del self._in_flight[name]  # names are the client's: keep none at zero
 
     def _model(self, name: str) -> ServedModel:
         model = self.models.get(name)
