@@ -22,6 +22,8 @@ from ovserve.dialects.anthropic import response as anthropic
 from ovserve.dialects.anthropic.adapter import MessagesEndpoint
 from ovserve.dialects.ollama import response as ollama
 from ovserve.dialects.ollama.adapter import OllamaEndpoint
+from ovserve.dialects.openai.audio.adapter import AudioService
+from ovserve.dialects.openai.audio.speech import SpeechService
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
@@ -154,6 +156,8 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.CHAT] = ChatEndpoint(chat)
     app[keys.COMPLETIONS] = CompletionEndpoint(CompletionGeneration(models))
     app[keys.RETRIEVAL] = RetrievalService(models)
+    app[keys.AUDIO] = AudioService(models, settings.max_audio_seconds, settings.max_queued_requests)
+    app[keys.SPEECH] = SpeechService(models)
     store = ResponseStore(
         settings.responses_store,
         max_count=settings.responses_store_max_count,

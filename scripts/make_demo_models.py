@@ -20,6 +20,10 @@ Output layout (``OUT_DIR``)::
     tiny-rerank/                 BERT cross-encoder (one-label classifier), hidden 64, 2 layers, fp16 IR
     bench-bert-base-embed/       BERT-base shape, fp16: the embeddings benchmark (only with --benchmark)
     bench-bert-base-rerank/      BERT-base-shaped cross-encoder, fp16: the rerank benchmark (only with --benchmark)
+    tiny-whisper/                Whisper: 80 mel bins, 30 s windows, d_model 64, 2+2 layers, fp16 IR
+                                 (encoder + decoder IRs): speech to text, served by WhisperPipeline
+    tiny-speecht5/               SpeechT5, hidden 64, + HiFi-GAN vocoder, fp16 IR, voices/{alloy,echo}.bin
+                                 (speaker embeddings): text to speech, served by Text2SpeechPipeline
 
 Every model directory holds ``openvino_model.{xml,bin}`` (tiny-vlm: the language, text-embeddings
 and vision-embeddings IRs plus ``preprocessor_config.json``), ``openvino_{de,}tokenizer.{xml,bin}``,
@@ -59,6 +63,7 @@ from scripts.demo_models.retrieval import (
     TINY_EMBED_SPEC,
     TINY_RERANK_SPEC,
 )
+from scripts.demo_models.speech import TINY_SPEECHT5, TINY_SPEECHT5_SPEC, TINY_WHISPER, TINY_WHISPER_SPEC
 from scripts.demo_models.tokenizer import build_tokenizer, build_vlm_tokenizer, build_wordpiece_tokenizer
 from scripts.demo_models.variants import TINY_LLM_LONG_SPEC, derive
 from scripts.demo_models.vlm import BENCH_VLM, BENCH_VLM_SPEC, TINY_VLM_SPEC
@@ -74,7 +79,11 @@ __all__ = [
     "TINY_LLM_LONG_SPEC",
     "TINY_LLM_SPEC",
     "TINY_RERANK_SPEC",
+    "TINY_SPEECHT5",
+    "TINY_SPEECHT5_SPEC",
     "TINY_VLM_SPEC",
+    "TINY_WHISPER",
+    "TINY_WHISPER_SPEC",
     "_build_hf_model",
     "build_benchmark_model",
     "build_benchmark_vlm",
@@ -90,6 +99,7 @@ __all__ = [
 
 DEMO_SPECS: list[DemoModel] = [TINY_LLM_SPEC, TINY_DRAFT_SPEC, TINY_VLM_SPEC]
 RETRIEVAL_SPECS: list[DemoModel] = [TINY_EMBED_SPEC, TINY_RERANK_SPEC]
+SPEECH_SPECS: list[DemoModel] = [TINY_WHISPER_SPEC, TINY_SPEECHT5_SPEC]
 
 
 def build_checkpoint(model: DemoModel, tokenizer_dir: Path, hf_dir: Path) -> Path:
@@ -132,6 +142,11 @@ def build_retrieval_models(
     return build([*RETRIEVAL_SPECS, *bench], out_dir, force)
 
 
+def build_speech_models(out_dir: Path, force: bool = False) -> dict[str, Path]:
+    """Build (or reuse) ``tiny-whisper`` and ``tiny-speecht5`` in ``out_dir``; returns name -> directory."""
+    return build(SPEECH_SPECS, out_dir, force)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("out_dir", type=Path, help="directory to create the model directories in")
@@ -152,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     specs = [*DEMO_SPECS, *([BENCH_SPEC] if args.benchmark else []), *([BENCH_VLM_SPEC] if args.benchmark_vlm else [])]
     specs += [*RETRIEVAL_SPECS, *([BENCH_EMBED_SPEC, BENCH_RERANK_SPEC] if args.benchmark else [])]
+    specs += SPEECH_SPECS
     # One build, so each tokenizer is trained once for all models.
     built = build(specs, args.out_dir, force=args.force)
     built.update(_variants(built, args.out_dir, args.force))

@@ -224,3 +224,11 @@ def tiny_llm_without_defaults(tiny_llm: Path, tmp_path_factory: pytest.TempPathF
     shutil.copytree(tiny_llm, copy)
     (copy / "generation_config.json").unlink()
     return copy
+
+
+@pytest.fixture(scope="session")
+def speech_models() -> dict[str, Path]:
+    """tiny-whisper (built on first use, as the demo models are)."""
+    from scripts.make_demo_models import build_speech_models
+
+    return build_speech_models(MODELS_DIR)

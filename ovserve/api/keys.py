@@ -12,6 +12,8 @@ from ovserve.api.drain import Drain
 from ovserve.core.media import MediaResolver
 from ovserve.dialects.anthropic.adapter import MessagesEndpoint
 from ovserve.dialects.ollama.adapter import OllamaEndpoint
+from ovserve.dialects.openai.audio.adapter import AudioService
+from ovserve.dialects.openai.audio.speech import SpeechService
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
@@ -29,6 +31,8 @@ CHAT = web.AppKey("chat", ChatEndpoint)
 COMPLETIONS = web.AppKey("completions", CompletionEndpoint)
 # Embeddings, rerank, tokenize and detokenize.
 RETRIEVAL = web.AppKey("retrieval", RetrievalService)
+AUDIO = web.AppKey("audio", AudioService)
+SPEECH = web.AppKey("speech", SpeechService)
 # The Responses API, with its conversation store.
 RESPONSES = web.AppKey("responses", ResponsesEndpoint)
 # Ollama's /api/chat and /api/generate.

@@ -351,6 +351,75 @@ def _schemas() -> dict[str, Any]:
     return schemas
 
 
+_AUDIO_ERRORS = ("400", "404", "413", "415", "503", "504")
+
+
+def _audio_form(names: list[str], *, translation: bool) -> dict[str, Any]:
+    """The multipart form of /audio/transcriptions and /audio/translations (written here: it is not
+    a pydantic model; ``ovserve.dialects.openai.audio.request.parse_form`` reads it)."""
+    properties: dict[str, Any] = {
+        "file": {"type": "string", "contentMediaType": "application/octet-stream",
+                 "description": "wav, flac, mp3, ogg, webm or mp4/m4a audio, at most --max_audio_seconds"},
+        "model": {"type": "string", "enum": names},
+        "prompt": {"type": "string", "maxLength": 4096},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+        "response_format": {"enum": ["json", "text", "srt", "verbose_json", "vtt"]},
+    }  # fmt: skip
+    if not translation:
+        properties["language"] = {"type": "string", "pattern": "^[a-z]{2,3}$"}
+        properties["timestamp_granularities[]"] = {"type": "array", "items": {"enum": ["segment"]}}
+        properties["stream"] = {"type": "boolean"}
+    return {"type": "object", "required": ["file", "model"], "properties": properties}
+
+
+def _audio_paths(served: Mapping[str, str]) -> dict[str, Any]:
+    from ovserve.dialects.openai.audio.speech import SpeechRequest
+
+    names = sorted(served)
+    error = {"application/json": {"schema": _ref(ErrorBody.__name__)}}
+    errors = {status: {"description": _ERRORS[status], "content": error} for status in _AUDIO_ERRORS}
+    errors["415"] = {"description": "The Content-Type is not multipart/form-data", "content": error}
+    transcript = {
+        "application/json": {"schema": {"type": "object", "required": ["text"]}},
+        "text/plain": {"schema": {"type": "string"}},
+        "text/vtt": {"schema": {"type": "string"}},
+    }
+    paths: dict[str, Any] = {}
+    for path, summary, translation in (
+        ("/v3/audio/transcriptions", "Transcribe audio (OpenAI's shape; SSE transcript.text.* with stream)", False),
+        ("/v3/audio/translations", "Translate audio to English text (OpenAI's shape)", True),
+    ):
+        models = [name for name in names if served[name] == "speech_to_text"] or names
+        content = dict(transcript)
+        if not translation:
+            content["text/event-stream"] = {"schema": {"type": "object", "required": ["type"]}}
+        paths[path] = {
+            "post": {
+                "summary": summary,
+                "operationId": "createTranslation" if translation else "createTranscription",
+                "requestBody": {
+                    "required": True,
+                    "content": {"multipart/form-data": {"schema": _audio_form(models, translation=translation)}},
+                },
+                "responses": {"200": {"description": "The text in response_format", "content": content}, **errors},
+            }
+        }
+    speech_schema = SpeechRequest.model_json_schema()
+    speakers = [name for name in names if served[name] == "text_to_speech"] or names
+    speech_schema["properties"]["model"] = {"type": "string", "enum": speakers}
+    audio = {kind: {"schema": {"type": "string", "contentMediaType": kind}} for kind in
+             ("audio/mpeg", "audio/ogg", "audio/aac", "audio/flac", "audio/wav", "audio/pcm")}  # fmt: skip
+    paths["/v3/audio/speech"] = {
+        "post": {
+            "summary": "Speak text (OpenAI's shape) with a text-to-speech model and one of its voices",
+            "operationId": "createSpeech",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": speech_schema}}},
+            "responses": {"200": {"description": "The audio file in response_format", "content": audio}, **errors},
+        }
+    }
+    return paths
+
+
 def openapi_document(served: Mapping[str, str]) -> dict[str, Any]:
     """The OpenAPI 3.1 document for a server serving ``served`` (model name -> task)."""
     names = sorted(served)
@@ -370,6 +439,7 @@ def openapi_document(served: Mapping[str, str]) -> dict[str, Any]:
         "paths": {
             **{operation.path: {"post": _operation(operation)} for operation in _OPERATIONS},
             **{read.path: {"get": _read_operation(read, names)} for read in _READS},
+            **_audio_paths(served),
         },
         "components": {"schemas": schemas},
     }

@@ -7,9 +7,10 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from aiohttp import web
+from multidict import MultiDictProxy
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 
@@ -21,6 +22,12 @@ from ovserve.api.sse import SSEWriter, dumps
 from ovserve.core.job import Job
 from ovserve.dialects.anthropic import response as anthropic
 from ovserve.dialects.body import Body as BodyModel
+from ovserve.dialects.openai.audio.adapter import AudioJob, AudioService
+from ovserve.dialects.openai.audio.request import parse_form
+from ovserve.dialects.openai.audio.response import delta_event as audio_delta_event
+from ovserve.dialects.openai.audio.response import done_event as audio_done_event
+from ovserve.dialects.openai.audio.response import render as render_transcript
+from ovserve.dialects.openai.audio.speech import SpeechRequest
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
@@ -34,6 +41,7 @@ from ovserve.dialects.openai.retrieval.request import (
     RerankRequest,
     TokenizeRequest,
 )
+from ovserve.engine.messages import TranscribeResult
 from ovserve.errors import (
     AZURE,
     BadRequestError,
@@ -415,3 +423,117 @@ async def metrics(request: web.Request) -> web.Response:
     await asyncio.gather(*(model.engine.refresh_report(_STATS_WAIT_S) for model in models))
     body = generate_latest(request.app[keys.METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def audio_transcriptions(request: web.Request) -> web.StreamResponse:
+    return await _audio(request, "transcribe")
+
+
+async def audio_translations(request: web.Request) -> web.StreamResponse:
+    return await _audio(request, "translate")
+
+
+async def _read_form(request: web.Request) -> MultiDictProxy[Any]:
+    """The multipart form, whole, within --body_timeout and --max_request_mb (aiohttp's
+    ``client_max_size`` bounds ``post()``, files included)."""
+    if request.content_type != "multipart/form-data":
+        raise UnsupportedMediaTypeError(
+            f"expected 'multipart/form-data' (an audio upload), got '{request.content_type}'"
+        )
+    body_timeout = request.app[keys.SETTINGS].body_timeout_s
+    try:
+        async with asyncio.timeout(body_timeout):
+            return await request.post()
+    except TimeoutError:
+        raise RequestTimeoutError(f"the request body was not received within {body_timeout:g} s") from None
+    except ValueError as exc:  # a malformed multipart body (boundary, headers)
+        raise BadRequestError(f"the multipart form cannot be read: {exc}") from None
+
+
+async def _audio(request: web.Request, task: Literal["transcribe", "translate"]) -> web.StreamResponse:
+    """One transcription or translation: the whole text, or (``stream``) its deltas as SSE, within
+    ``--request_timeout``; counted once in ``/metrics``."""
+    service = request.app[keys.AUDIO]
+    timeout = request.app[keys.SETTINGS].request_timeout
+    recorder = request.app[keys.METRICS].recorder(
+        "audio_transcriptions" if task == "transcribe" else "audio_translations"
+    )
+    try:
+        parsed = parse_form(await _read_form(request), task)
+        with service.admitted(parsed.model):
+            job = await service.prepare(parsed)
+            recorder.model = job.model.name
+            seconds = job.audio.seconds
+            if parsed.stream:
+                return await _audio_stream(request, service, job, recorder, timeout)
+            try:
+                async with asyncio.timeout(timeout):
+                    result = None
+                    async for item in service.run(job):
+                        if isinstance(item, TranscribeResult):
+                            result = item
+            except TimeoutError:
+                raise _deadline_error(timeout) from None
+        assert result is not None
+        body, content_type = render_transcript(parsed, result.text, result.segments, seconds, result.language)
+    except OvserveError as exc:
+        recorder.finished(exc.error_type, exc.status)
+        raise
+    except asyncio.CancelledError:
+        recorder.finished("disconnected", 499)
+        raise
+    recorder.finished("stop", 200)
+    return web.Response(text=body, content_type=content_type)
+
+
+async def _audio_stream(
+    request: web.Request, service: AudioService, job: AudioJob, recorder: RequestRecorder, timeout: float | None
+) -> web.StreamResponse:
+    """``transcript.text.delta`` events as the engine writes text, then ``transcript.text.done``.
+    Once the headers are out a failure is an ``error`` event."""
+    writer = SSEWriter(request)
+    await writer.open()
+    outcome = "stop"
+    try:
+        try:
+            async with asyncio.timeout(timeout):
+                async for item in service.run(job):
+                    if isinstance(item, TranscribeResult):
+                        await writer.send(audio_done_event(item.text, job.audio.seconds))
+                    else:
+                        await writer.send(audio_delta_event(item))
+        except TimeoutError:
+            exc: OvserveError = _deadline_error(timeout)
+            outcome = exc.error_type
+            await writer.send({"type": "error", "error": exc.body()["error"]})
+        except OvserveError as exc:
+            outcome = exc.error_type
+            await writer.send({"type": "error", "error": exc.body()["error"]})
+        await writer.response.write_eof()
+    except ConnectionResetError:
+        log.info("audio stream: the client disconnected")
+        outcome = "disconnected"
+    finally:
+        recorder.finished(outcome, 200)
+    return writer.response
+
+
+async def audio_speech(request: web.Request) -> web.Response:
+    """Text to speech: the whole audio file, within ``--request_timeout``; counted in ``/metrics``."""
+    timeout = request.app[keys.SETTINGS].request_timeout
+    recorder = request.app[keys.METRICS].recorder("audio_speech")
+    try:
+        parsed = _parse_body(await read_json_object(request), SpeechRequest)
+        try:
+            async with asyncio.timeout(timeout):
+                data, content_type, rate = await request.app[keys.SPEECH].speak(parsed)
+        except TimeoutError:
+            raise _deadline_error(timeout) from None
+    except OvserveError as exc:
+        recorder.finished(exc.error_type, exc.status)
+        raise
+    except asyncio.CancelledError:
+        recorder.finished("disconnected", 499)
+        raise
+    recorder.finished("stop", 200)
+    return web.Response(body=data, content_type=content_type, headers={"X-Sample-Rate": str(rate)})

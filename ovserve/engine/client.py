@@ -49,8 +49,13 @@ from ovserve.engine.messages import (
     RerankResult,
     SequenceOutput,
     Shutdown,
+    SpeechResult,
     StatsReply,
     StatsRequest,
+    SynthesizeRequest,
+    TranscribeRequest,
+    TranscribeResult,
+    TranscriptDelta,
 )
 from ovserve.engine.spec import EngineSpec
 from ovserve.errors import BadRequestError, EngineError, OvserveError, ServiceUnavailableError
@@ -75,7 +80,16 @@ _ASSUMED_LOAD_S = 5.0
 _EXIT_WAIT_S = 10.0
 
 # What a request's queue carries: its outputs, its end, or the failure that ended it.
-_StreamItem = SequenceOutput | RequestEnded | EmbedResult | RerankResult | BaseException
+_StreamItem = (
+    SequenceOutput
+    | RequestEnded
+    | EmbedResult
+    | RerankResult
+    | TranscriptDelta
+    | TranscribeResult
+    | SpeechResult
+    | BaseException
+)
 
 
 class EngineState(enum.Enum):
@@ -328,7 +342,7 @@ class EngineClient:
 
     def _dispatch(self, event: Event) -> None:
         match event:
-            case SequenceOutput(request_id=request_id):
+            case SequenceOutput(request_id=request_id) | TranscriptDelta(request_id=request_id):
                 stream = self._streams.get(request_id)
                 if stream is not None:
                     stream.put_nowait(event)
@@ -336,6 +350,8 @@ class EngineClient:
                 RequestEnded(request_id=request_id)
                 | EmbedResult(request_id=request_id)
                 | RerankResult(request_id=request_id)
+                | TranscribeResult(request_id=request_id)
+                | SpeechResult(request_id=request_id)
             ):
                 stream = self._streams.pop(request_id, None)
                 if stream is not None:
@@ -530,7 +546,44 @@ class EngineClient:
         assert isinstance(event, RerankResult)
         return event.scores
 
-    async def _call(self, command: Callable[[int], Command]) -> EmbedResult | RerankResult:
+    async def transcribe(
+        self, request: Callable[[int], TranscribeRequest]
+    ) -> AsyncGenerator[str | TranscribeResult, None]:
+        """The text of a transcription as the engine writes it, then its :class:`TranscribeResult`.
+        A consumer that stops early (disconnect, timeout) cancels the request: the engine's
+        streamer stops the pipeline at its next token."""
+        request_id, stream = self._open(request)
+        finished = False
+        try:
+            while True:
+                event = await stream.get()
+                match event:
+                    case TranscriptDelta(text=text):
+                        yield text
+                    case TranscribeResult():
+                        finished = True
+                        yield event
+                        return
+                    case RequestEnded(error=error, message=message):
+                        finished = True
+                        raise _request_error(error, message or "the request was cancelled")
+                    case BaseException():
+                        finished = True
+                        raise event
+                    case _:
+                        finished = True
+                        raise EngineError(f"unexpected engine answer {type(event).__name__}")
+        finally:
+            if not finished:
+                self._cancel(request_id)
+
+    async def synthesize(self, text: str, voice: str | None, speed: float) -> SpeechResult:
+        """Speech for ``text``, made in the engine process."""
+        event = await self._call(lambda request_id: SynthesizeRequest(request_id, text, voice, speed))
+        assert isinstance(event, SpeechResult)
+        return event
+
+    async def _call(self, command: Callable[[int], Command]) -> EmbedResult | RerankResult | SpeechResult:
         """One request answered by one result event. A caller that stops waiting (disconnect,
         timeout) cancels it: the engine drops it before its next pipeline call."""
         request_id, stream = self._open(command)
@@ -542,7 +595,7 @@ class EngineClient:
             if not finished:
                 self._cancel(request_id)
         match event:
-            case EmbedResult() | RerankResult():
+            case EmbedResult() | RerankResult() | SpeechResult():
                 return event
             case RequestEnded(error=error, message=message):
                 raise _request_error(error, message or "the request was cancelled")

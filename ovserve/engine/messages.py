@@ -131,6 +131,33 @@ class RerankRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class TranscribeRequest:
+    """Transcribe (or, with ``task`` "translate", translate to English) 16 kHz mono float32
+    ``audio`` (a speech-to-text engine). The engine sends :class:`TranscriptDelta` as text comes,
+    then :class:`TranscribeResult`, or an error :class:`RequestEnded`."""
+
+    request_id: int
+    audio: np.ndarray
+    task: str  # "transcribe" or "translate"
+    language: str | None  # ISO-639-1 code, or None: detected by the model
+    prompt: str | None
+    temperature: float
+    timestamps: bool  # segment timestamps wanted (verbose_json, srt, vtt)
+    max_new_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class SynthesizeRequest:
+    """Speak ``text`` (a text-to-speech engine) in ``voice`` (None: the model's default speaker);
+    answered by :class:`SpeechResult` or an error :class:`RequestEnded`."""
+
+    request_id: int
+    text: str
+    voice: str | None
+    speed: float
+
+
+@dataclass(frozen=True, slots=True)
 class StatsRequest:
     token: int  # echoed by the StatsReply
 
@@ -140,7 +167,16 @@ class Shutdown:
     pass
 
 
-Command = AddRequest | EmbedRequest | RerankRequest | CancelRequest | StatsRequest | Shutdown
+Command = (
+    AddRequest
+    | EmbedRequest
+    | RerankRequest
+    | TranscribeRequest
+    | SynthesizeRequest
+    | CancelRequest
+    | StatsRequest
+    | Shutdown
+)
 
 
 # -- engine -> server -----------------------------------------------------------------------
@@ -209,6 +245,35 @@ class RerankResult:
 
 
 @dataclass(frozen=True, slots=True)
+class TranscriptDelta:
+    """Text of a :class:`TranscribeRequest` as the model writes it (the stream's deltas)."""
+
+    request_id: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TranscribeResult:
+    """The whole transcript of a :class:`TranscribeRequest`; ``segments`` are (start s, end s, text),
+    empty unless timestamps were asked. Ends the request; no RequestEnded follows."""
+
+    request_id: int
+    text: str
+    segments: list[tuple[float, float, str]]
+    language: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechResult:
+    """The speech of a :class:`SynthesizeRequest`: float32 mono samples at ``sample_rate``.
+    Ends the request; no RequestEnded follows."""
+
+    request_id: int
+    samples: np.ndarray
+    sample_rate: int
+
+
+@dataclass(frozen=True, slots=True)
 class StatsReply:
     token: int
     stats: EngineStats
@@ -223,4 +288,16 @@ class Heartbeat:
     stats: EngineStats
 
 
-Event = Ready | Fatal | SequenceOutput | RequestEnded | EmbedResult | RerankResult | StatsReply | Heartbeat
+Event = (
+    Ready
+    | Fatal
+    | SequenceOutput
+    | RequestEnded
+    | EmbedResult
+    | RerankResult
+    | TranscriptDelta
+    | TranscribeResult
+    | SpeechResult
+    | StatsReply
+    | Heartbeat
+)

@@ -121,6 +121,14 @@ def build_pipeline(spec: EngineSpec) -> Any:
     stateful; for embeddings and rerank, the retrieval model (``ovserve.engine.retrieval``)."""
     import openvino_genai as ov_genai
 
+    if spec.kind is PipelineKind.SPEECH_TO_TEXT:
+        from ovserve.engine.speech import SpeechToText
+
+        return SpeechToText(spec)
+    if spec.kind is PipelineKind.TEXT_TO_SPEECH:
+        from ovserve.engine.speech import TextToSpeech
+
+        return TextToSpeech(spec)
     if not spec.kind.generates:
         return build_retrieval_model(spec)
     # The CPU plugin's JIT kernel caches would otherwise grow for hours (ovserve.engine.memory).

@@ -1,5 +1,5 @@
-"""The retrieval engine loop: an embeddings or rerank model (``ovserve.engine.retrieval``), one
-request at a time."""
+"""The one-request-at-a-time engine loop: an embeddings or rerank model (``ovserve.engine.retrieval``)
+or a speech-to-text model (``ovserve.engine.speech``)."""
 
 from __future__ import annotations
 
@@ -26,11 +26,17 @@ from ovserve.engine.messages import (
     RerankRequest,
     RerankResult,
     Shutdown,
+    SpeechResult,
     StatsReply,
     StatsRequest,
+    SynthesizeRequest,
+    TranscribeRequest,
+    TranscribeResult,
+    TranscriptDelta,
 )
 from ovserve.engine.retrieval import Embedder, Reranker
 from ovserve.engine.spec import EngineSpec
+from ovserve.engine.speech import SpeechToText, TextToSpeech, UnknownLanguageError, UnknownVoiceError
 
 log = logging.getLogger("ovserve.engine")
 
@@ -45,7 +51,9 @@ class RetrievalEngineLoop(LoopBase):
     after the last one, so neither silence while idle nor a long request is mistaken for a stall.
     """
 
-    def __init__(self, pipe: Embedder | Reranker, conn: PipeChannel, spec: EngineSpec) -> None:
+    def __init__(
+        self, pipe: Embedder | Reranker | SpeechToText | TextToSpeech, conn: PipeChannel, spec: EngineSpec
+    ) -> None:
         super().__init__(pipe, conn)
         self._model = pipe
         self._batch_size = spec.retrieval.embeddings_batch_size
@@ -66,7 +74,12 @@ class RetrievalEngineLoop(LoopBase):
 
     def _on_command_received(self, command: Command) -> bool:
         match command:
-            case EmbedRequest(request_id) | RerankRequest(request_id):
+            case (
+                EmbedRequest(request_id)
+                | RerankRequest(request_id)
+                | TranscribeRequest(request_id)
+                | SynthesizeRequest(request_id)
+            ):
                 self._outstanding.add(request_id)
             case CancelRequest(request_id):
                 if request_id in self._outstanding:
@@ -92,9 +105,20 @@ class RetrievalEngineLoop(LoopBase):
         match command:
             case EmbedRequest(request_id, texts) if isinstance(self._model, Embedder):
                 self._serve(request_id, texts, self._model.embed, self._embedded)
-            case RerankRequest(request_id, query, documents) if not isinstance(self._model, Embedder):
+            case RerankRequest(request_id, query, documents) if not isinstance(
+                self._model, (Embedder, SpeechToText, TextToSpeech)
+            ):
                 self._serve(request_id, documents, functools.partial(self._model.score, query), self._reranked)
-            case AddRequest(request_id) | EmbedRequest(request_id) | RerankRequest(request_id):
+            case TranscribeRequest() if isinstance(self._model, SpeechToText):
+                self._transcribe(self._model, command)
+            case SynthesizeRequest(request_id, text, voice, speed) if isinstance(self._model, TextToSpeech):
+                self._synthesize(self._model, request_id, text, voice, speed)
+            case (
+                AddRequest(request_id)
+                | EmbedRequest(request_id)
+                | RerankRequest(request_id)
+                | TranscribeRequest(request_id)
+            ):
                 # The server routes each task to its own models; never hang on another task's request.
                 self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, "this model serves another task")])
             case Shutdown():
@@ -119,6 +143,68 @@ class RetrievalEngineLoop(LoopBase):
                 parts.append(call(items[start : start + self._batch_size]))
                 self._beat()
             self._send([result(request_id, parts)])
+        except Exception as exc:
+            log.warning("request %d failed in the pipeline: %s", request_id, exc)
+            self._send([RequestEnded(request_id, EngineErrorKind.ENGINE, FAILED)])
+        finally:
+            self._busy = False
+            self._outstanding.discard(request_id)
+            self._cancelled.discard(request_id)
+            if not self._outstanding:
+                self._send([Heartbeat(self._stats())])
+
+    def _transcribe(self, model: SpeechToText, request: TranscribeRequest) -> None:
+        """One pipeline call; the streamer sends each piece of text and stops a cancelled request."""
+        request_id = request.request_id
+        self._busy = True
+
+        def on_delta(text: str) -> bool:
+            if text:
+                self._send([TranscriptDelta(request_id, text)])
+            self._beat()
+            return request_id in self._cancelled
+
+        try:
+            if request_id in self._cancelled:
+                self._send([RequestEnded(request_id)])
+                return
+            transcript = model.transcribe(
+                request.audio,
+                task=request.task,
+                language=request.language,
+                prompt=request.prompt,
+                temperature=request.temperature,
+                timestamps=request.timestamps,
+                max_new_tokens=request.max_new_tokens,
+                on_delta=on_delta,
+            )
+            if request_id in self._cancelled:
+                self._send([RequestEnded(request_id)])
+            else:
+                self._send([TranscribeResult(request_id, transcript.text, transcript.segments, transcript.language)])
+        except UnknownLanguageError as exc:
+            self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, f"the model has no language '{exc}'")])
+        except Exception as exc:
+            log.warning("request %d failed in the pipeline: %s", request_id, exc)
+            self._send([RequestEnded(request_id, EngineErrorKind.ENGINE, FAILED)])
+        finally:
+            self._busy = False
+            self._outstanding.discard(request_id)
+            self._cancelled.discard(request_id)
+            if not self._outstanding:
+                self._send([Heartbeat(self._stats())])
+
+    def _synthesize(self, model: TextToSpeech, request_id: int, text: str, voice: str | None, speed: float) -> None:
+        """One pipeline call (it takes no streamer: a cancel takes effect only before it starts)."""
+        self._busy = True
+        try:
+            if request_id in self._cancelled:
+                self._send([RequestEnded(request_id)])
+                return
+            samples, rate = model.synthesize(text, voice, speed)
+            self._send([SpeechResult(request_id, samples, rate)])
+        except UnknownVoiceError as exc:
+            self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, f"the model has no voice '{exc}'")])
         except Exception as exc:
             log.warning("request %d failed in the pipeline: %s", request_id, exc)
             self._send([RequestEnded(request_id, EngineErrorKind.ENGINE, FAILED)])

@@ -23,6 +23,8 @@ class PipelineKind(enum.Enum):
     STATEFUL = "stateful"  # openvino_genai.LLMPipeline: one generation at a time (NPU)
     EMBEDDINGS = "embeddings"  # openvino_genai.TextEmbeddingPipeline
     RERANK = "rerank"  # a cross-encoder, driven by ovserve.engine.retrieval
+    SPEECH_TO_TEXT = "speech_to_text"  # openvino_genai.WhisperPipeline (ovserve.engine.speech)
+    TEXT_TO_SPEECH = "text_to_speech"  # openvino_genai.Text2SpeechPipeline (ovserve.engine.speech)
 
     @property
     def continuous_batching(self) -> bool:
@@ -34,7 +36,10 @@ class PipelineKind(enum.Enum):
         return self not in _RETRIEVAL_KINDS
 
 
-_RETRIEVAL_KINDS = frozenset({PipelineKind.EMBEDDINGS, PipelineKind.RERANK})
+# Models run one request at a time by ovserve.engine.retrieval_loop (not LLMs).
+_RETRIEVAL_KINDS = frozenset(
+    {PipelineKind.EMBEDDINGS, PipelineKind.RERANK, PipelineKind.SPEECH_TO_TEXT, PipelineKind.TEXT_TO_SPEECH}
+)
 _CONTINUOUS_BATCHING_KINDS = frozenset(
     {PipelineKind.CONTINUOUS_BATCHING, PipelineKind.SPECULATIVE, PipelineKind.PROMPT_LOOKUP}
 )
@@ -162,4 +167,6 @@ class EngineSpec:
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
     # Embeddings / rerank: the most tokens one input may have (the pipeline's max_length).
     max_input_tokens: int | None = None
+    # Text to speech: voice name -> file of the speaker embedding (raw float32, as OVMS reads it).
+    voices: dict[str, Path] = field(default_factory=dict)
     fault: EngineFault | None = None  # tests only; never set from a graph or a flag

@@ -89,6 +89,26 @@ _RERANK_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
     ("plugin_config", 5, "string"),
 ]
 POOLING_TYPES = ("CLS", "LAST", "MEAN")
+# OVMS's S2tCalculatorOptions (src/audio/speech_to_text/s2t_calculator.proto) and the
+# SttCalculatorOptions of earlier releases (stt_calculator.proto, "device" for "target_device").
+_S2T_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
+    ("models_path", 1, "string"),
+    ("target_device", 2, "string"),
+    ("plugin_config", 3, "string"),
+    ("enable_word_timestamps", 4, "bool"),
+]
+# OVMS's T2sCalculatorOptions (src/audio/text_to_speech/t2s_calculator.proto); "voices" is a
+# repeated {name, path} (speaker embedding files).
+_T2S_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
+    ("models_path", 1, "string"),
+    ("target_device", 2, "string"),
+    ("plugin_config", 3, "string"),
+]
+_STT_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
+    ("models_path", 1, "string"),
+    ("device", 2, "string"),
+    ("plugin_config", 3, "string"),
+]
 
 # OVMS options ovserve understands but does not implement: refused at startup, never ignored.
 UNSUPPORTED_OPTIONS = {
@@ -209,7 +229,22 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
         )
     )
     rerank = _message("RerankCalculatorOVOptions", [_field(*spec) for spec in _RERANK_OPTIONS_FIELDS])
-    f.message_type.extend([options, sync_set, sync_options, handler, stream_info, node, graph, llm, embeddings, rerank])
+    s2t = _message("S2tCalculatorOptions", [_field(*spec) for spec in _S2T_OPTIONS_FIELDS])
+    stt = _message("SttCalculatorOptions", [_field(*spec) for spec in _STT_OPTIONS_FIELDS])
+    t2s = _message("T2sCalculatorOptions", [_field(*spec) for spec in _T2S_OPTIONS_FIELDS])
+    t2s.field.append(
+        descriptor_pb2.FieldDescriptorProto(
+            name="voices",
+            number=4,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+            type_name=".mediapipe.T2sCalculatorOptions.SpeakerEmbeddings",
+        )
+    )
+    t2s.nested_type.append(_message("SpeakerEmbeddings", [_field("name", 1, "string"), _field("path", 2, "string")]))
+    f.message_type.extend(
+        [options, sync_set, sync_options, handler, stream_info, node, graph, llm, embeddings, rerank, s2t, stt, t2s]
+    )
     pool.Add(f)
     return pool
 
@@ -222,6 +257,9 @@ _TASK_OF_OPTIONS = {
     _LLM_OPTIONS_TYPE: "text_generation",
     "mediapipe.EmbeddingsCalculatorOVOptions": "embeddings",
     "mediapipe.RerankCalculatorOVOptions": "rerank",
+    "mediapipe.S2tCalculatorOptions": "speech_to_text",
+    "mediapipe.SttCalculatorOptions": "speech_to_text",
+    "mediapipe.T2sCalculatorOptions": "text_to_speech",
 }
 _OPTIONS_CLASSES = {
     name: message_factory.GetMessageClass(_POOL.FindMessageTypeByName(name)) for name in _TASK_OF_OPTIONS
@@ -283,8 +321,8 @@ def parse_graph(graph_path: Path) -> GraphSettings:
     if not found:
         raise GraphError(
             f"{graph_path}: no node has [type.googleapis.com / mediapipe.LLMCalculatorOptions] (or "
-            "EmbeddingsCalculatorOVOptions, RerankCalculatorOVOptions) node_options; ovserve serves LLM, "
-            "embeddings and rerank graphs"
+            "EmbeddingsCalculatorOVOptions, RerankCalculatorOVOptions, S2tCalculatorOptions, T2sCalculatorOptions) "
+            "node_options; ovserve serves LLM, embeddings, rerank, speech-to-text and text-to-speech graphs"
         )
     if len(found) > 1:
         raise GraphError(f"{graph_path}: {len(found)} model nodes found; a graph serves exactly one model")
@@ -295,7 +333,8 @@ def parse_graph(graph_path: Path) -> GraphSettings:
 
 
 def _retrieval_settings(graph_path: Path, text: str, task: str, options: Any) -> GraphSettings:
-    """An embeddings or rerank node: OVMS names the device ``target_device``; the rest keep their names."""
+    """An embeddings, rerank or speech-to-text node: OVMS names the device ``target_device`` (``device``
+    in the older SttCalculatorOptions); the rest keep their names."""
     if not options.HasField("models_path"):
         raise GraphError(f"{graph_path}: field 'models_path' is required in the {task} node's options")
     settings = GraphSettings(graph_path=graph_path, values={"task": task})
@@ -306,8 +345,17 @@ def _retrieval_settings(graph_path: Path, text: str, task: str, options: Any) ->
             value = (graph_path.parent / value).resolve()
         elif option == "pooling":
             value = POOLING_TYPES[value]
-        elif option == "target_device" and not value:
+        elif option in ("target_device", "device") and not value:
             continue  # "" means the default device
+        elif option == "voices":
+            value = {voice.name: (graph_path.parent / voice.path).resolve() for voice in value}
+        elif option == "enable_word_timestamps":
+            if value:
+                raise GraphError(
+                    f"{graph_path}:{_line_of(text, option)}: field '{option}': word timestamps are an OVMS "
+                    "option ovserve does not support; remove it (segment timestamps are always available)"
+                )
+            continue
         settings.values[setting] = value
         settings.places[setting] = f"{graph_path}:{_line_of(text, option)}: field '{option}'"
     return settings

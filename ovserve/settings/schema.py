@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
 # What a model serves: OVMS's export_model.py task names (its graph's calculator says the same).
-Task = Literal["text_generation", "embeddings", "rerank"]
+Task = Literal["text_generation", "embeddings", "rerank", "speech_to_text", "text_to_speech"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -91,7 +91,9 @@ class ModelSettings(BaseModel):
     source: str = Field(default="the command line", json_schema_extra=NOT_A_FLAG)
     task: Task = Field(
         default="text_generation",
-        description="text_generation (chat, completions), embeddings or rerank; a graph's calculator sets it",
+        description="text_generation (chat, completions), embeddings, rerank, speech_to_text (Whisper: "
+        "/audio/transcriptions, /audio/translations) or text_to_speech (SpeechT5: /audio/speech); a graph's "
+        "calculator sets it",
     )
     pipeline_type: PipelineType = Field(
         default="AUTO", description="AUTO: stateful LM on NPU, continuous batching elsewhere"
@@ -108,6 +110,11 @@ class ModelSettings(BaseModel):
     device: str = Field(default="CPU", description="OpenVINO device: CPU, GPU, NPU, ... (passed through)")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    voices: dict[str, Path] = Field(
+        default_factory=dict,
+        description="text_to_speech: the voices /audio/speech offers, as NAME=FILE,... (raw float32 speaker "
+        "embeddings, as OVMS's graph 'voices'); default: every voices/NAME.bin in the model directory",
+    )
     max_tokens_limit: int | None = Field(default=None, ge=1, description="upper bound (and default) for max_tokens")
     best_of_limit: int = Field(default=20, ge=1, description="largest best_of / n a request may ask (OVMS default 20)")
     tool_parser: str | None = Field(
@@ -169,6 +176,26 @@ class ModelSettings(BaseModel):
         if isinstance(value, dict):
             # OVMS writes "KV_CACHE_PRECISION": "" when no precision was chosen: that means "default".
             return {key: item for key, item in value.items() if item != ""}
+        return value
+
+    @field_validator("voices", mode="before")
+    @classmethod
+    def _voice_list(cls, value: Any) -> Any:
+        if isinstance(value, str):  # the flag: NAME=FILE,NAME=FILE
+            pairs = [item.strip() for item in value.split(",") if item.strip()]
+            if any("=" not in pair for pair in pairs):
+                raise ValueError(f"expected NAME=FILE[,NAME=FILE...], got {value!r}")
+            return dict(pair.split("=", 1) for pair in pairs)
+        return value
+
+    @field_validator("voices")
+    @classmethod
+    def _voice_files(cls, value: dict[str, Path]) -> dict[str, Path]:
+        for name, path in value.items():
+            if not name:
+                raise ValueError("a voice needs a name")
+            if not path.is_file():
+                raise ValueError(f"voice '{name}': {path} does not exist")
         return value
 
     @field_validator("path", "draft_path")
@@ -261,6 +288,10 @@ class ModelSettings(BaseModel):
             return PipelineKind.EMBEDDINGS
         if self.task == "rerank":
             return PipelineKind.RERANK
+        if self.task == "speech_to_text":
+            return PipelineKind.SPEECH_TO_TEXT
+        if self.task == "text_to_speech":
+            return PipelineKind.TEXT_TO_SPEECH
         if self.pipeline_type == "LM" or (self.pipeline_type == "AUTO" and self.device.upper().startswith("NPU")):
             return PipelineKind.STATEFUL
         if self.draft_path is not None:
@@ -310,9 +341,18 @@ class ModelSettings(BaseModel):
             draft_device=self.draft_device,
             draft_scheduler=draft_scheduler,
             retrieval=self.retrieval,
+            voices=self.voice_files(),
             max_input_tokens=self.max_input_tokens() if not self.pipeline_kind.generates else None,
             fault=EngineFault.from_environment(),  # the one place the test hook's variable is read
         )
+
+    def voice_files(self) -> dict[str, Path]:
+        """Text to speech: the configured voices, else the model directory's ``voices/*.bin``."""
+        if self.pipeline_kind is not PipelineKind.TEXT_TO_SPEECH:
+            return {}
+        if self.voices:
+            return {name: path.resolve() for name, path in self.voices.items()}
+        return {path.stem: path.resolve() for path in sorted((self.path / "voices").glob("*.bin"))}
 
     def max_input_tokens(self) -> int:
         """Embeddings / rerank: the most tokens one input may have: the graph's (or flag's)
@@ -359,6 +399,12 @@ class ServerSettings(BaseModel):
     )
     host: str = Field(default="0.0.0.0", description="address to bind (default: all interfaces)")
     max_request_mb: float = Field(default=16.0, gt=0, description="largest accepted request body (MB); 413 beyond")
+    # Audio is refused from its container's declared duration before it is decoded, and decoding
+    # stops at this length whatever the header said: it bounds the samples one request holds
+    # (16 kHz float32: 3.8 MB a minute) and the engine time it takes.
+    max_audio_seconds: float = Field(
+        default=600.0, gt=0, description="longest audio a transcription/translation request may carry (s); 400 beyond"
+    )
     # Slow-client limits (see ovserve.api.connection). Defaults: nginx's client_header_timeout is
     # 60 s and Node's headersTimeout 60 s, but a request head is a few hundred bytes, so 10 s is
     # generous; the body allows a 16 MB request over a slow (~1 MB/s) link; idle keep-alive as

@@ -87,7 +87,8 @@ def _build_one(model: DemoModel, out_dir: Path, scratch: Path, tokenizer_dir: Pa
         log(f"{model.name}: creating random checkpoint")
         model.checkpoint(tokenizer_dir, hf_dir)
         log(f"{model.name}: exporting to OpenVINO ({model.weight_format})")
-        export(hf_dir, ov_dir, model.task, model.weight_format)
+        # A kind may need optimum's --model-kwargs (SpeechT5: its vocoder, saved by checkpoint()).
+        export(hf_dir, ov_dir, model.task, model.weight_format, getattr(model, "model_kwargs", lambda _: None)(hf_dir))
     model.finalize(tokenizer_dir, hf_dir, ov_dir)
     (ov_dir / MARKER_NAME).write_text(model.version + "\n", encoding="utf-8")
 

@@ -70,8 +70,11 @@ def quiet_export(scratch: Path) -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def export(hf_dir: Path, ov_dir: Path, task: str, weight_format: str) -> None:
-    """Export the checkpoint ``hf_dir`` to OpenVINO IR plus tokenizer IRs in ``ov_dir``."""
+def export(
+    hf_dir: Path, ov_dir: Path, task: str, weight_format: str, model_kwargs: dict[str, Any] | None = None
+) -> None:
+    """Export the checkpoint ``hf_dir`` to OpenVINO IR plus tokenizer IRs in ``ov_dir`` (``model_kwargs``:
+    optimum's ``--model-kwargs``, e.g. SpeechT5's vocoder)."""
     from optimum.exporters.openvino import main_export
     from optimum.intel import OVConfig
 
@@ -83,6 +86,8 @@ def export(hf_dir: Path, ov_dir: Path, task: str, weight_format: str) -> None:
         "library_name": "transformers",
         "local_files_only": True,
     }
+    if model_kwargs:
+        common["model_kwargs"] = model_kwargs
     if weight_format == "fp16":
         main_export(ov_config=OVConfig(dtype="fp16"), **common)
     elif weight_format == "int8":

@@ -261,3 +261,15 @@ class Tokenizers:
     @functools.cached_property
     def wordpiece(self) -> Path:
         return build_wordpiece_tokenizer(self._scratch / "tokenizer-wordpiece")
+
+    @functools.cached_property
+    def whisper(self) -> Path:
+        from scripts.demo_models.speech import build_whisper_tokenizer
+
+        return build_whisper_tokenizer(self._scratch / "tokenizer-whisper")
+
+    @functools.cached_property
+    def speecht5(self) -> Path:
+        from scripts.demo_models.speech import build_char_sentencepiece
+
+        return build_char_sentencepiece(self._scratch / "tokenizer-speecht5")

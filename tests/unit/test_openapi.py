@@ -52,6 +52,8 @@ GENERATION = ("/v3/chat/completions", "/v3/completions", "/v3/responses", "/v3/m
 ANTHROPIC = ("/v3/messages", "/v3/messages/count_tokens")
 # The documented GETs: OpenAI's model list and model object.
 READS = ("/v3/models", "/v3/models/{name}")
+# Audio: multipart uploads and an audio answer (their schemas are written in ovserve.api.openapi).
+AUDIO = ("/v3/audio/transcriptions", "/v3/audio/translations", "/v3/audio/speech")
 
 
 def _settings(name: str) -> ModelSettings:
@@ -92,7 +94,9 @@ async def test_openapi_document_is_valid_openapi_31_with_every_endpoint() -> Non
     document = await served_document()
     validate(document)  # raises on an invalid document; picks the validator from "openapi": "3.1.0"
     assert document["openapi"].startswith("3.1")
-    assert set(PATHS) | set(READS) == set(document["paths"])
+    assert set(PATHS) | set(READS) | set(AUDIO) == set(document["paths"])
+    for path in AUDIO:
+        assert set(document["paths"][path]["post"]["responses"]) == {"200", "400", "404", "413", "415", "503", "504"}
     for path in READS:
         assert list(document["paths"][path]) == ["get"]
     for path in PATHS:

@@ -31,6 +31,12 @@ def value_of(settings: ServerSettings, flag: Flag) -> Any:
     raise AssertionError(f"--{flag.name} is not a setting")
 
 
+def _voice_file(tmp_path: Path) -> Path:
+    path = tmp_path / "alloy.bin"
+    path.write_bytes(b"\0" * 2048)
+    return path
+
+
 def sample(flag: Flag, tiny_llm: Path, tmp_path: Path) -> tuple[str, Any]:
     """A valid value for ``flag`` other than its default, as text and as the schema holds it."""
     special: dict[str, tuple[str, Any]] = {
@@ -50,6 +56,7 @@ def sample(flag: Flag, tiny_llm: Path, tmp_path: Path) -> tuple[str, Any]:
         "model_alias": ("claude-*, gpt-4o", ["claude-*", "gpt-4o"]),  # repeatable, comma-separated
         "responses_store": ("none", "none"),
         "cache_dir": (str(tmp_path), tmp_path),
+        "voices": (f"alloy={_voice_file(tmp_path)}", {"alloy": _voice_file(tmp_path)}),
     }
     if flag.name in special:
         return special[flag.name]
@@ -242,7 +249,7 @@ def test_literal_flags_offer_exactly_the_schema_choices() -> None:
 def _documented(default: Any, cell: str) -> bool:
     """Whether a README table's default cell states ``default``."""
     cell = cell.strip().strip("`'")
-    if default is None or default == []:  # "none", "disabled", "detected from ...": no value
+    if default is None or default == [] or default == {}:  # "none", "disabled", "detected from ...": no value
         return cell not in {"true", "false"} and not re.fullmatch(r"[\d.]+", cell)
     if isinstance(default, bool):
         return cell == str(default).lower()

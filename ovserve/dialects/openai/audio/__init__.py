@@ -1,0 +1,1 @@
+"""OpenAI's audio API: /audio/transcriptions and /audio/translations (multipart uploads)."""

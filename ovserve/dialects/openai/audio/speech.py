@@ -1,0 +1,83 @@
+"""/audio/speech: OpenAI's text-to-speech request, served by a SpeechT5-style model.
+
+Contract: :class:`SpeechRequest` validates the JSON body (``input`` 1..4096 characters, ``speed``
+0.25..4.0, ``response_format`` mp3|opus|aac|flac|wav|pcm, default mp3 as OpenAI's); ``voice`` names
+one of the model's voices (its speaker embeddings; OpenAI's ``{"id": ...}`` form is accepted too).
+A voice the model does not have is a 400 listing the ones it has, as in OVMS; ``stream_format``
+"sse" is refused (the pipeline makes the whole waveform in one call; "audio", the whole file, is
+what every answer is). ``instructions`` cannot steer SpeechT5 and is refused rather than ignored.
+:meth:`SpeechService.speak` returns the encoded file and its content type; ``pcm`` is raw 16-bit
+little-endian mono at the model's rate (16 kHz for SpeechT5; OpenAI's is 24 kHz), named in the
+``X-Sample-Rate`` header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ovserve.core.audio import encode_audio
+from ovserve.errors import BadRequestError, UnsupportedParameterError
+from ovserve.models.served import ModelRegistry
+
+TASK = "text_to_speech"
+MAX_INPUT_CHARS = 4_096
+
+
+class SpeechRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(min_length=1)
+    input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
+    voice: str | None = None
+    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
+    speed: float = Field(default=1.0, ge=0.25, le=4.0)
+    instructions: str | None = None
+    stream_format: Literal["sse", "audio"] | None = None
+
+    @field_validator("voice", mode="before")
+    @classmethod
+    def _voice_id(cls, value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"id"}:
+            return value["id"]
+        return value
+
+    @field_validator("input")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must contain text to speak")
+        return value
+
+
+class SpeechService:
+    def __init__(self, models: ModelRegistry) -> None:
+        self.models = models
+
+    async def speak(self, request: SpeechRequest) -> tuple[bytes, str, int]:
+        model = self.models.get(request.model)
+        model.require_task(TASK)
+        if request.instructions:
+            raise UnsupportedParameterError(
+                "'instructions' cannot steer this model's voice; leave it out", param="instructions"
+            )
+        if request.stream_format == "sse":
+            raise UnsupportedParameterError(
+                "stream_format 'sse' is not supported: the model makes the whole waveform at once",
+                param="stream_format",
+            )
+        voices = model.spec.voices
+        if request.voice is not None and request.voice not in voices:
+            known = ", ".join(sorted(voices)) or "none: leave 'voice' out for the model's default speaker"
+            raise BadRequestError(
+                f"model '{model.name}' has no voice '{request.voice[:60]}' (it has: {known})", param="voice"
+            )
+        if not model.engine.ready:
+            raise model.engine.not_ready_error()
+        result = await model.engine.synthesize(request.input, request.voice, request.speed)
+        data, content_type = await asyncio.to_thread(
+            encode_audio, result.samples, result.sample_rate, request.response_format
+        )
+        return data, content_type, result.sample_rate

@@ -1,0 +1,145 @@
+"""The speech models of an engine process: ``openvino_genai.WhisperPipeline`` (speech to text) and
+``openvino_genai.Text2SpeechPipeline`` (text to speech, :class:`TextToSpeech`).
+
+:class:`SpeechToText` takes 16 kHz mono float32 samples (the server decodes and resamples them,
+``ovserve.core.audio``) and returns the transcript, its timestamped segments when asked, and the
+language it was told or detected. Text is handed to ``on_delta`` as the pipeline's streamer yields
+it; ``on_delta`` returning True stops the generation (a cancelled request).
+
+The pipeline cuts audio longer than 30 s into Whisper windows itself. Language codes are Whisper's
+``<|xx|>`` tokens; a code the model has no token for is refused before the pipeline runs (the
+pipeline would raise a bare ``Exception``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ovserve.engine.spec import EngineSpec
+
+log = logging.getLogger("ovserve.engine")
+
+
+@dataclass(frozen=True)
+class Transcript:
+    text: str
+    segments: list[tuple[float, float, str]]
+    language: str | None
+
+
+class UnknownLanguageError(ValueError):
+    pass
+
+
+def model_languages(model_dir: Any) -> frozenset[str]:
+    """The language codes a Whisper export knows (``lang_to_id`` of its generation_config.json)."""
+    try:
+        config = json.loads((model_dir / "generation_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return frozenset()
+    tokens = config.get("lang_to_id") or {}
+    return frozenset(token.strip("<|>") for token in tokens if isinstance(token, str))
+
+
+class SpeechToText:
+    def __init__(self, spec: EngineSpec) -> None:
+        import openvino_genai as ov_genai
+
+        self.pipeline = ov_genai.WhisperPipeline(str(spec.model_path), spec.device, **spec.plugin_config)
+        self.languages = model_languages(spec.model_path)
+        self.multilingual = bool(self.pipeline.get_generation_config().is_multilingual)
+
+    def transcribe(
+        self,
+        audio: np.ndarray,
+        *,
+        task: str,
+        language: str | None,
+        prompt: str | None,
+        temperature: float,
+        timestamps: bool,
+        max_new_tokens: int,
+        on_delta: Callable[[str], bool],
+    ) -> Transcript:
+        config = self.pipeline.get_generation_config()
+        config.max_new_tokens = max_new_tokens
+        config.return_timestamps = timestamps
+        if self.multilingual:
+            config.task = task
+            if language is not None:
+                if language not in self.languages:
+                    raise UnknownLanguageError(language)
+                config.language = f"<|{language}|>"
+        if prompt:
+            config.initial_prompt = prompt
+        if temperature > 0:
+            config.do_sample = True
+            config.temperature = temperature
+        else:
+            config.do_sample = False
+
+        def streamer(text: str) -> bool:
+            return bool(on_delta(text))
+
+        result = self.pipeline.generate(audio, config, streamer)
+        text = result.texts[0] if result.texts else ""
+        duration = len(audio) / 16_000
+        segments: list[tuple[float, float, str]] = []
+        for chunk in result.chunks or []:
+            start = max(0.0, float(chunk.start_ts))
+            # The last segment of a window may come without its end (-1): it ends with the audio.
+            end = float(chunk.end_ts) if chunk.end_ts >= start else duration
+            segments.append((round(start, 2), round(min(end, duration), 2), chunk.text))
+        detected = getattr(result, "language", None) or None
+        return Transcript(text, segments, language or _code(detected))
+
+
+class UnknownVoiceError(ValueError):
+    pass
+
+
+def read_speaker_embedding(path: Path, shape: tuple[int, ...]) -> np.ndarray:
+    """A voice file: raw float32 with exactly the model's speaker-embedding size (OVMS's format)."""
+    expected = int(np.prod(shape))
+    data = path.read_bytes()
+    if len(data) != expected * 4:
+        raise ValueError(
+            f"voice file {path} holds {len(data)} bytes; the model needs {expected} float32 ({expected * 4} bytes)"
+        )
+    return np.frombuffer(data, dtype=np.float32).reshape(shape).copy()
+
+
+class TextToSpeech:
+    """A SpeechT5-style ``Text2SpeechPipeline`` and its voices, read and checked at load."""
+
+    def __init__(self, spec: EngineSpec) -> None:
+        import openvino_genai as ov_genai
+
+        self.pipeline = ov_genai.Text2SpeechPipeline(str(spec.model_path), spec.device, **spec.plugin_config)
+        shape = tuple(int(dim) for dim in self.pipeline.get_speaker_embedding_shape())
+        self.voices = {name: read_speaker_embedding(path, shape) for name, path in spec.voices.items()}
+
+    def synthesize(self, text: str, voice: str | None, speed: float) -> tuple[np.ndarray, int]:
+        """float32 mono samples and their rate."""
+        import openvino as ov
+
+        if voice is not None and voice not in self.voices:
+            raise UnknownVoiceError(voice)
+        properties: dict[str, Any] = {} if speed == 1.0 else {"speed": speed}
+        if voice is None:
+            result = self.pipeline.generate(text, **properties)
+        else:
+            result = self.pipeline.generate(text, ov.Tensor(self.voices[voice]), **properties)
+        samples = np.asarray(result.speeches[0].data, dtype=np.float32).reshape(-1).copy()
+        return samples, int(result.output_sample_rate)
+
+
+def _code(token: str | None) -> str | None:
+    return token.strip("<|>") if token else None

@@ -1,0 +1,295 @@
+"""A random Whisper-shaped speech-to-text model: tiny-whisper, served by ``openvino_genai.WhisperPipeline``.
+
+Whisper's real shape where the pipeline depends on it (80 mel bins, 30 s windows of 3000 frames,
+1500 encoder positions, the special tokens ``<|startoftranscript|>``, languages, ``<|transcribe|>``,
+``<|translate|>``, ``<|notimestamps|>`` and the 1501 timestamp tokens ``<|0.00|>``..``<|30.00|>`` right
+after it), tiny everywhere else (d_model 64, 2+2 layers). The text vocabulary is a byte-level BPE
+trained on the local stdlib sources (no download); the special tokens are appended after it in
+Whisper's order, and ``generation_config.json`` carries the ids the pipeline reads (``lang_to_id``,
+``task_to_id``, ``no_timestamps_token_id``, suppress lists).
+
+Contract: ``WhisperSpec`` is a ``build.DemoModel``; the export (task
+``automatic-speech-recognition-with-past``) is checked for the encoder, decoder and tokenizer IRs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from scripts.demo_models.common import SEED, read_json, require_files, write_json
+from scripts.demo_models.tokenizer import Tokenizers
+
+SPEECH_MODELS_VERSION = "ovserve-speech-models/1"
+TINY_WHISPER = "tiny-whisper"
+# Whisper's languages, a few of them (the ids follow this order); "en" first as in Whisper.
+LANGUAGES = ("en", "de", "fr", "es", "it", "pl", "zh", "ja")
+_BPE_VOCAB = 2000
+_TIMESTAMPS = 1501  # <|0.00|> .. <|30.00|> every 0.02 s
+
+
+def _corpus() -> list[str]:
+    stdlib_dir = Path(os.__file__).parent
+    return [path.read_text(encoding="utf-8", errors="replace") for path in sorted(stdlib_dir.glob("*.py"))[:40]]
+
+
+def build_whisper_tokenizer(out_dir: Path) -> Path:
+    """Train a byte-level BPE and wrap it as a ``WhisperTokenizer`` with Whisper's special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import WhisperTokenizer
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=_BPE_VOCAB,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        min_frequency=2,
+        show_progress=False,
+    )
+    backend.train_from_iterator(_corpus(), trainer)
+    model = json.loads(backend.to_str())["model"]
+    specials = [
+        "<|startoftranscript|>",
+        *[f"<|{language}|>" for language in LANGUAGES],
+        "<|translate|>",
+        "<|transcribe|>",
+        "<|startoflm|>",
+        "<|startofprev|>",
+        "<|nospeech|>",
+        "<|notimestamps|>",
+    ]
+    timestamps = [f"<|{index * 0.02:.2f}|>" for index in range(_TIMESTAMPS)]
+    tokenizer = WhisperTokenizer(
+        vocab=model["vocab"],
+        merges=[tuple(merge) if isinstance(merge, list) else tuple(merge.split(" ")) for merge in model["merges"]],
+        unk_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        add_prefix_space=False,
+    )
+    tokenizer.add_tokens(specials, special_tokens=True)
+    tokenizer.add_tokens(timestamps)
+    tokenizer.save_pretrained(str(out_dir))
+    return out_dir
+
+
+@dataclass(frozen=True)
+class WhisperSpec:
+    version: ClassVar[str] = SPEECH_MODELS_VERSION
+    weight_format: ClassVar[str] = "fp16"
+    task: ClassVar[str] = "automatic-speech-recognition-with-past"
+
+    name: str
+    d_model: int = 64
+    layers: int = 2
+    heads: int = 4
+
+    def tokenizer(self, tokenizers: Tokenizers) -> Path:
+        return tokenizers.whisper
+
+    def checkpoint(self, tokenizer_dir: Path, hf_dir: Path) -> Path:
+        import torch
+        from transformers import (
+            WhisperConfig,
+            WhisperFeatureExtractor,
+            WhisperForConditionalGeneration,
+            WhisperTokenizer,
+        )
+
+        tokenizer = WhisperTokenizer.from_pretrained(str(tokenizer_dir))
+        ids = _special_ids(tokenizer)
+        torch.manual_seed(SEED)
+        shape: dict[str, Any] = {
+            "vocab_size": len(tokenizer),
+            "num_mel_bins": 80,
+            "d_model": self.d_model,
+            "encoder_layers": self.layers,
+            "decoder_layers": self.layers,
+            "encoder_attention_heads": self.heads,
+            "decoder_attention_heads": self.heads,
+            "encoder_ffn_dim": self.d_model * 4,
+            "decoder_ffn_dim": self.d_model * 4,
+            "max_source_positions": 1500,
+            "max_target_positions": 448,
+            "pad_token_id": ids["<|endoftext|>"],
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|endoftext|>"],
+            "decoder_start_token_id": ids["<|startoftranscript|>"],
+            "begin_suppress_tokens": [ids["<|endoftext|>"]],
+            "suppress_tokens": [],
+        }
+        model = WhisperForConditionalGeneration(WhisperConfig(**shape)).eval()
+        with torch.no_grad():
+            # Wider output weights than the default init: greedy decoding then writes varied text
+            # instead of one token until max_new_tokens.
+            model.proj_out.weight.normal_(0.0, 0.5)
+            # proj_out is tied to the decoder's embeddings: a zero row gives a token a logit of 0
+            # whatever the state, below the best of ~2000 random ones. Zeroed for every special token
+            # (<|endoftext|>, languages, tasks, timestamps...): greedy output is then never empty and
+            # never only markers; where the pipeline needs them it forces them (the task and
+            # timestamp tokens), and language detection, all equal, picks the first ("en").
+            for index in ids.values():
+                model.proj_out.weight[index] = 0.0
+        model.save_pretrained(str(hf_dir))
+        tokenizer.save_pretrained(str(hf_dir))
+        WhisperFeatureExtractor(feature_size=80).save_pretrained(str(hf_dir))
+        write_json(hf_dir / "generation_config.json", _generation_config(ids))
+        return hf_dir
+
+    def finalize(self, tokenizer_dir: Path, hf_dir: Path, ov_dir: Path) -> None:
+        require_files(
+            ov_dir,
+            (
+                "openvino_encoder_model.xml",
+                "openvino_decoder_model.xml",
+                "openvino_tokenizer.xml",
+                "openvino_detokenizer.xml",
+                "preprocessor_config.json",
+            ),
+        )
+        # The export rewrites generation_config.json from the model's config; the pipeline needs ours.
+        write_json(ov_dir / "generation_config.json", read_json(hf_dir / "generation_config.json"))
+
+
+def _special_ids(tokenizer: Any) -> dict[str, int]:
+    vocab: dict[str, int] = tokenizer.get_vocab()
+    return {token: index for token, index in vocab.items() if token.startswith("<|") and token.endswith("|>")}
+
+
+def _generation_config(ids: dict[str, int]) -> dict[str, Any]:
+    eot = ids["<|endoftext|>"]
+    return {
+        "bos_token_id": eot,
+        "eos_token_id": eot,
+        "pad_token_id": eot,
+        "decoder_start_token_id": ids["<|startoftranscript|>"],
+        "begin_suppress_tokens": [220, eot] if eot > 220 else [eot],
+        "suppress_tokens": [],
+        "is_multilingual": True,
+        "lang_to_id": {f"<|{language}|>": ids[f"<|{language}|>"] for language in LANGUAGES},
+        "task_to_id": {"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+        "no_timestamps_token_id": ids["<|notimestamps|>"],
+        "prev_sot_token_id": ids["<|startofprev|>"],
+        "max_initial_timestamp_index": 50,
+        "max_length": 448,
+        "return_timestamps": False,
+        "forced_decoder_ids": None,
+    }
+
+
+TINY_WHISPER_SPEC = WhisperSpec(TINY_WHISPER)
+
+
+TINY_SPEECHT5 = "tiny-speecht5"
+# The voices written next to tiny-speecht5 (raw float32 speaker embeddings, as OVMS reads them).
+SPEECHT5_VOICES = ("alloy", "echo")
+_SPEAKER_DIM = 512
+
+
+def build_char_sentencepiece(out_dir: Path) -> Path:
+    """A character-level SentencePiece model (SpeechT5's tokenizer kind) trained on the stdlib sources."""
+    import sentencepiece as spm
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = [line for text in _corpus()[:20] for line in text.splitlines() if line.strip()][:20_000]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_prefix=str(out_dir / "spm_char"),
+        vocab_size=80,
+        model_type="char",
+        character_coverage=1.0,
+        bos_id=0,
+        pad_id=1,
+        eos_id=2,
+        unk_id=3,
+        minloglevel=2,
+    )
+    return out_dir / "spm_char.model"
+
+
+@dataclass(frozen=True)
+class SpeechT5Spec:
+    """A random SpeechT5 text-to-speech model with a random HiFi-GAN vocoder, for
+    ``openvino_genai.Text2SpeechPipeline``; two voices (speaker embeddings) in ``voices/``."""
+
+    version: ClassVar[str] = SPEECH_MODELS_VERSION
+    weight_format: ClassVar[str] = "fp16"
+    task: ClassVar[str] = "text-to-audio"
+
+    name: str
+    hidden_size: int = 64
+
+    def tokenizer(self, tokenizers: Tokenizers) -> Path:
+        return tokenizers.speecht5
+
+    def model_kwargs(self, hf_dir: Path) -> dict[str, Any]:
+        return {"vocoder": str(hf_dir / "vocoder")}
+
+    def checkpoint(self, tokenizer_dir: Path, hf_dir: Path) -> Path:
+        import torch
+        from transformers import (
+            SpeechT5Config,
+            SpeechT5ForTextToSpeech,
+            SpeechT5HifiGan,
+            SpeechT5HifiGanConfig,
+            SpeechT5Tokenizer,
+        )
+
+        tokenizer = SpeechT5Tokenizer(str(tokenizer_dir))
+        torch.manual_seed(SEED)
+        size = self.hidden_size
+        shape: dict[str, Any] = {
+            "vocab_size": len(tokenizer),
+            "hidden_size": size,
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2,
+            "encoder_ffn_dim": size * 2,
+            "decoder_ffn_dim": size * 2,
+            "speech_decoder_prenet_units": size,
+            "speech_decoder_postnet_units": size,
+            "speech_decoder_postnet_layers": 2,
+            "speaker_embedding_dim": _SPEAKER_DIM,
+            "num_mel_bins": 80,
+        }
+        SpeechT5ForTextToSpeech(SpeechT5Config(**shape)).eval().save_pretrained(str(hf_dir))
+        tokenizer.save_pretrained(str(hf_dir))
+        vocoder_shape: dict[str, Any] = {"model_in_dim": 80, "upsample_initial_channel": 32}  # untyped **kwargs
+        vocoder = SpeechT5HifiGan(SpeechT5HifiGanConfig(**vocoder_shape)).eval()
+        with torch.no_grad():
+            # HiFi-GAN's default init leaves a random vocoder's output near 1e-9, silence once
+            # quantized to 16 bits: wider output weights make the voices audibly (and testably) differ.
+            vocoder.conv_post.weight.normal_(0.0, 1.0)
+            for block in vocoder.upsampler:
+                block.weight.normal_(0.0, 0.3)
+        vocoder.save_pretrained(str(hf_dir / "vocoder"))
+        return hf_dir
+
+    def finalize(self, tokenizer_dir: Path, hf_dir: Path, ov_dir: Path) -> None:
+        import numpy as np
+
+        require_files(
+            ov_dir,
+            (
+                "openvino_encoder_model.xml",
+                "openvino_decoder_model.xml",
+                "openvino_postnet.xml",
+                "openvino_vocoder.xml",
+                "openvino_tokenizer.xml",
+            ),
+        )
+        voices = ov_dir / "voices"
+        voices.mkdir()
+        rng = np.random.default_rng(SEED)
+        for voice in SPEECHT5_VOICES:
+            (voices / f"{voice}.bin").write_bytes(rng.normal(0.0, 0.1, _SPEAKER_DIM).astype(np.float32).tobytes())
+
+
+TINY_SPEECHT5_SPEC = SpeechT5Spec(TINY_SPEECHT5)

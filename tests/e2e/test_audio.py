@@ -1,0 +1,219 @@
+"""Speech to text end to end: tiny-whisper served by WhisperPipeline, called with the real ``openai`` SDK.
+
+The audio is made here with PyAV (tests/audio_files.py): a tone, so the random model's text means
+nothing, but its shape does (every response_format, the stream's deltas adding up to its final
+text, usage in seconds). Hostile uploads are each a 400 naming the problem, and the engine that
+served them is the same process afterwards.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.audio_files import CONTAINERS, hostile_audio, make_audio
+from tests.conftest import Server, start_server
+
+MODEL = "tiny-whisper"
+MAX_AUDIO_SECONDS = 40
+MAX_REQUEST_MB = 2
+
+
+@pytest.fixture(scope="module")
+def speech_server(speech_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(
+        tmp_path_factory.mktemp("speech-server"),
+        speech_models[MODEL],
+        "--task",
+        "speech_to_text",
+        "--max_audio_seconds",
+        str(MAX_AUDIO_SECONDS),
+        "--max_request_mb",
+        str(MAX_REQUEST_MB),
+        model_name=MODEL,
+    )
+    yield running
+    running.stop()
+
+
+@pytest.fixture()
+def client(speech_server: Server) -> openai.OpenAI:
+    return speech_server.client()
+
+
+def _wav(seconds: float = 3.0) -> tuple[str, bytes]:
+    return ("tone.wav", make_audio("wav", 16_000, 1, seconds))
+
+
+def test_json(client: openai.OpenAI) -> None:
+    result = client.audio.transcriptions.create(model=MODEL, file=_wav())
+    assert isinstance(result.text, str) and result.text.strip()
+    assert result.usage is not None and result.usage.type == "duration" and result.usage.seconds == 3
+
+
+def test_text(client: openai.OpenAI) -> None:
+    result = client.audio.transcriptions.create(model=MODEL, file=_wav(), response_format="text")
+    json_result = client.audio.transcriptions.create(model=MODEL, file=_wav())
+    assert isinstance(result, str) and result == json_result.text  # greedy: the same text
+
+
+def test_srt(client: openai.OpenAI) -> None:
+    result = client.audio.transcriptions.create(model=MODEL, file=_wav(), response_format="srt")
+    lines = result.splitlines()
+    assert lines[0] == "1"
+    assert lines[1].startswith("00:00:") and " --> 00:00:03,000" in lines[1]
+    assert lines[2].strip()
+
+
+def test_vtt(client: openai.OpenAI) -> None:
+    result = client.audio.transcriptions.create(model=MODEL, file=_wav(), response_format="vtt")
+    lines = result.splitlines()
+    assert lines[0] == "WEBVTT"
+    assert " --> " in lines[2] and lines[2].endswith("00:00:03.000")
+
+
+def test_verbose_json_with_segments(client: openai.OpenAI) -> None:
+    result = client.audio.transcriptions.create(
+        model=MODEL,
+        file=_wav(),
+        response_format="verbose_json",
+        timestamp_granularities=["segment"],
+        language="fr",
+    )
+    assert result.language == "french"
+    assert result.duration == pytest.approx(3.0)
+    assert result.segments, result
+    for segment in result.segments:
+        assert 0.0 <= segment.start <= segment.end <= 3.0
+    assert "".join(segment.text for segment in result.segments) == result.text
+    assert result.usage is not None and result.usage.seconds == 3
+
+
+def test_long_audio_spans_two_windows(client: openai.OpenAI) -> None:
+    result = client.audio.transcriptions.create(model=MODEL, file=_wav(35.0), response_format="verbose_json")
+    assert result.duration == pytest.approx(35.0)
+    assert result.segments and result.segments[-1].end <= 35.0
+    assert result.segments[-1].end > 30.0, [(s.start, s.end) for s in result.segments]
+
+
+def test_stream_deltas_add_up_to_the_done_text(client: openai.OpenAI) -> None:
+    unary = client.audio.transcriptions.create(model=MODEL, file=_wav())
+    stream = client.audio.transcriptions.create(model=MODEL, file=_wav(), stream=True)
+    deltas, done = [], None
+    for event in stream:
+        if event.type == "transcript.text.delta":
+            assert done is None
+            deltas.append(event.delta)
+        else:
+            assert event.type == "transcript.text.done"
+            done = event
+    assert done is not None and len(deltas) > 1
+    assert "".join(deltas) == done.text == unary.text
+    assert done.usage is not None and done.usage.seconds == 3  # type: ignore[union-attr]
+
+
+def test_translation(client: openai.OpenAI) -> None:
+    result = client.audio.translations.create(model=MODEL, file=_wav(), response_format="verbose_json")
+    assert result.text.strip() and result.language == "english"
+    text = client.audio.translations.create(model=MODEL, file=_wav(), response_format="text")
+    assert isinstance(text, str) and text.strip()
+
+
+def test_v1_prefix(speech_server: Server) -> None:
+    client = openai.OpenAI(base_url=f"{speech_server.url}/v1", api_key="unused", max_retries=0)
+    assert client.audio.transcriptions.create(model=MODEL, file=_wav()).text
+
+
+@pytest.mark.parametrize("container", sorted(CONTAINERS))
+def test_every_container_rate_and_layout(client: openai.OpenAI, container: str) -> None:
+    for rate in (8_000, 16_000, 44_100, 48_000):
+        for channels in (1, 2):
+            data = make_audio(container, rate, channels, seconds=1.0)
+            result = client.audio.transcriptions.create(model=MODEL, file=(f"a.{container}", io.BytesIO(data)))
+            assert result.text.strip(), (container, rate, channels)
+
+
+HOSTILE = hostile_audio(MAX_AUDIO_SECONDS)
+
+
+def test_hostile_audio_is_a_400_naming_the_problem(speech_server: Server) -> None:
+    engines = speech_server.engine_pids()
+    failures = []
+    for case, (data, words) in HOSTILE.items():
+        response = httpx.post(
+            f"{speech_server.url}/v3/audio/transcriptions",
+            data={"model": MODEL},
+            files={"file": ("upload.wav", data, "audio/wav")},
+            timeout=30,
+        )
+        error = (
+            response.json().get("error", {})
+            if response.headers.get("content-type", "").startswith("application/json")
+            else {}
+        )
+        if response.status_code != 400 or words not in error.get("message", "").lower() or error.get("param") != "file":
+            failures.append((case, response.status_code, response.text[:200]))
+    assert not failures, failures
+    assert len(HOSTILE) >= 20
+    assert speech_server.engine_pids() == engines  # nothing reached (or killed) the engine
+    assert httpx.get(f"{speech_server.url}/v2/health/ready").status_code == 200
+
+
+FORM_ERRORS = [
+    ({"model": MODEL, "language": "xx"}, "language", "no language 'xx'"),
+    ({"model": MODEL, "language": "english"}, "language", "iso-639-1"),
+    ({"model": MODEL, "temperature": "5"}, "temperature", "between 0 and 1"),
+    ({"model": MODEL, "temperature": "warm"}, "temperature", "number"),
+    ({"model": MODEL, "response_format": "xml"}, "response_format", "one of"),
+    ({"model": MODEL, "response_format": "verbose_json", "timestamp_granularities[]": "word"}, None, "word"),
+    ({"model": MODEL, "timestamp_granularities[]": "segment"}, None, "verbose_json"),
+    ({"model": MODEL, "stream": "true", "response_format": "srt"}, "stream", "json or text"),
+    ({"model": MODEL, "stream": "maybe"}, "stream", "true or false"),
+    ({}, "model", "'model' is required"),
+]
+
+
+@pytest.mark.parametrize(("fields", "param", "words"), FORM_ERRORS)
+def test_form_errors(speech_server: Server, fields: dict[str, str], param: str | None, words: str) -> None:
+    response = httpx.post(
+        f"{speech_server.url}/v1/audio/transcriptions", data=fields, files={"file": _wav()}, timeout=30
+    )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert words in error["message"].lower()
+    if param is not None:
+        assert error["param"] == param
+
+
+def test_translation_refuses_language_and_stream(speech_server: Server) -> None:
+    for field in ({"language": "de"}, {"stream": "true"}):
+        response = httpx.post(
+            f"{speech_server.url}/v1/audio/translations", data={"model": MODEL, **field}, files={"file": _wav()}
+        )
+        assert response.status_code == 400 and response.json()["error"]["param"] == next(iter(field))
+
+
+def test_missing_file_unknown_model_json_body_and_too_large(speech_server: Server) -> None:
+    url = f"{speech_server.url}/v1/audio/transcriptions"
+    missing = httpx.post(url, data={"model": MODEL}, files={"other": ("x", b"y")})
+    assert missing.status_code == 400 and missing.json()["error"]["param"] == "file"
+    as_text = httpx.post(url, data={"model": MODEL, "file": "not a file"}, files={"other": ("x", b"y")})
+    assert as_text.status_code == 400 and as_text.json()["error"]["param"] == "file"
+    unknown = httpx.post(url, data={"model": "nope"}, files={"file": _wav()})
+    assert unknown.status_code == 404
+    as_json = httpx.post(url, json={"model": MODEL, "file": "AAAA"})
+    assert as_json.status_code == 415 and "multipart/form-data" in as_json.json()["error"]["message"]
+    big = httpx.post(
+        url, data={"model": MODEL}, files={"file": ("big.wav", b"\0" * (MAX_REQUEST_MB * 1024 * 1024 + 1))}
+    )
+    assert big.status_code == 413
+
+
+def test_chat_is_refused_by_a_speech_model(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="speech to text"):
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
