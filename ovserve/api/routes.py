@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Literal, Protocol, TypeVar
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from multidict import MultiDictProxy
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
@@ -446,7 +447,7 @@ async def _read_form(request: web.Request) -> MultiDictProxy[Any]:
             return await request.post()
     except TimeoutError:
         raise RequestTimeoutError(f"the request body was not received within {body_timeout:g} s") from None
-    except ValueError as exc:  # a malformed multipart body (boundary, headers)
+    except (ValueError, HttpProcessingError) as exc:  # a malformed multipart body (boundary, part headers)
         raise BadRequestError(f"the multipart form cannot be read: {exc}") from None
 
 

@@ -217,3 +217,23 @@ def test_missing_file_unknown_model_json_body_and_too_large(speech_server: Serve
 def test_chat_is_refused_by_a_speech_model(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError, match="speech to text"):
         client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+
+
+def test_a_part_header_aiohttp_cannot_parse_is_a_400(speech_server: Server) -> None:
+    # Found by the positive fuzzer: raw non-UTF-8 bytes and a control character in a part's name.
+    boundary = b"5d51d4c03999dfa14f2e3b67760f33d8"
+    name = b"k\xc3\x96\xf0\xb5\xa7\xa0\x02x\x15"
+    body = (
+        b"--" + boundary + b'\r\nContent-Disposition: form-data; name="' + name + b'"\r\n\r\n1\r\n'
+        b"--" + boundary + b'\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\nA\r\n'
+        b"--" + boundary + b"--\r\n"
+    )
+    for task in ("transcriptions", "translations"):
+        response = httpx.post(
+            f"{speech_server.url}/v3/audio/{task}",
+            content=body,
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary.decode()}"},
+            timeout=60,
+        )
+        assert response.status_code == 400, response.text
+        assert "multipart form cannot be read" in response.json()["error"]["message"]
