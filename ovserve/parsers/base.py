@@ -365,6 +365,11 @@ class ToolCallExtractor:
         self._marker = ""
         self._end: str | None = None  # what closes the open block (fmt.end_of its marker)
         self._seen_text = False  # start_of_output_only markers are over once text was emitted
+        # Trailing whitespace waits for the text after it: before, between or after tool calls it
+        # is the model's layout, not an answer, so it is content only when text follows or when the
+        # output has no call at all (whole or in deltas, the same content either way).
+        self._whitespace = ""
+        self._called = False
 
     def push(self, text: str) -> Extracted:
         out = Extracted()
@@ -387,9 +392,12 @@ class ToolCallExtractor:
             if self._end is None:
                 self._decode_into(block, out)
             else:
-                out.content += block  # unterminated: not a call after all
-        out.content += self._pending
+                self._emit_content(out, block)  # unterminated: not a call after all
+        self._emit_content(out, self._pending)
         self._pending = ""
+        if not self._called:
+            out.content += self._whitespace
+        self._whitespace = ""
         return out
 
     # -- states ---------------------------------------------------------------------------------
@@ -436,10 +444,13 @@ class ToolCallExtractor:
         return keep
 
     def _emit_content(self, out: Extracted, text: str) -> None:
-        if text:
-            out.content += text
-            if text.strip():
-                self._seen_text = True
+        body = text.rstrip()
+        if not body:
+            self._whitespace += text
+            return
+        out.content += self._whitespace + body
+        self._whitespace = text[len(body) :]
+        self._seen_text = True
 
     def _consume_block(self, out: Extracted) -> bool:
         assert self._block is not None
@@ -476,7 +487,7 @@ class ToolCallExtractor:
         if self._fmt.call_id is not None:
             calls = [dataclasses.replace(call, id=self._fmt.call_id()) for call in calls]
         out.tool_calls.extend(calls)
-        self._seen_text = True
+        self._seen_text = self._called = True
 
 
 @dataclass(frozen=True)

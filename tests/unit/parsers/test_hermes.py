@@ -17,7 +17,7 @@ def test_content_then_two_calls() -> None:
         '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n'
         '<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>'
     )
-    assert_same_everywhere(FMT, text, "Let me check both.\n\n", [("a", {"x": 1}), ("b", {})])
+    assert_same_everywhere(FMT, text, "Let me check both.", [("a", {"x": 1}), ("b", {})])
 
 
 def test_arguments_as_json_string_are_normalised() -> None:
@@ -48,3 +48,17 @@ def test_call_ids_are_unique() -> None:
 def test_the_end_marker_inside_an_argument_string_is_text() -> None:
     text = '<tool_call>\n{"name": "note", "arguments": {"text": "a </tool_call> \\"b\\""}}\n</tool_call> after'
     assert_same_everywhere(FMT, text, " after", [("note", {"text": 'a </tool_call> "b"'})])
+
+
+def test_whitespace_around_calls_is_layout_not_content() -> None:
+    call = '<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>'
+    assert_same_everywhere(FMT, "\n" + call + "\n\n" + call + "\n", "", [("a", {}), ("a", {})])
+
+
+def test_whitespace_before_text_after_a_call_is_kept() -> None:
+    call = '<tool_call>{"name": "a", "arguments": {}}</tool_call>'
+    assert_same_everywhere(FMT, call + "\n\nDone.", "\n\nDone.", [("a", {})])
+
+
+def test_whitespace_alone_without_calls_is_content() -> None:
+    assert_same_everywhere(FMT, " \n ", " \n ", [])

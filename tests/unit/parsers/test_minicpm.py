@@ -62,7 +62,7 @@ def test_reasoning_then_call() -> None:
 
 def test_call_after_text() -> None:
     text = "Sure.\n" + block('get_weather(city="Paris")')
-    assert_parses(text, content="Sure.\n", calls=[("get_weather", {"city": "Paris"})], tool_format=FMT)
+    assert_parses(text, content="Sure.", calls=[("get_weather", {"city": "Paris"})], tool_format=FMT)
 
 
 def test_nested_json_arrays_unicode_and_escaped_quotes() -> None:

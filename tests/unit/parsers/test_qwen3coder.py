@@ -51,7 +51,6 @@ def test_parallel_calls_keep_their_order() -> None:
     text = call("get_weather", city="Paris") + "\n" + call("get_weather", city="Tokyo", days="2")
     assert_parses(
         text,
-        content="\n",
         calls=[("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Tokyo", "days": 2})],
         tool_format=FMT,
         tools=TOOLS,
@@ -62,7 +61,7 @@ def test_call_after_text() -> None:
     text = "Let me look that up.\n\n" + call("get_weather", city="Paris")
     assert_parses(
         text,
-        content="Let me look that up.\n\n",
+        content="Let me look that up.",
         calls=[("get_weather", {"city": "Paris"})],
         tool_format=FMT,
         tools=TOOLS,
@@ -247,7 +246,7 @@ def test_missing_closing_function_tag_does_not_swallow_the_next_call() -> None:
     text = broken + "\n" + call("get_weather", city="Rome")
     assert_parses(
         text,
-        content=broken + "\n",
+        content=broken,
         calls=[("get_weather", {"city": "Rome"})],
         tool_format=FMT,
         tools=TOOLS,
