@@ -146,7 +146,7 @@ class ResidencyView(Protocol):
 # The states of a model (``ovserve.models.residency.ModelState``), one series each.
 MODEL_STATES = ("loaded", "loading", "unloading", "unloaded", "failed")
 # Why a model was unloaded, one series each from the start.
-UNLOAD_REASONS = ("idle", "evicted", "api", "config")
+UNLOAD_REASONS = ("idle", "keep_alive", "evicted", "api", "config")
 # Load durations (seconds), from the tiny model's to a large model's cold compile.
 LOAD_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
 
@@ -425,8 +425,9 @@ def _residency_families(view: ResidencyView) -> Iterator[Metric]:
     loads = _counter("ovserve_model_loads", "Loads of the model's engine that succeeded (at start or on demand).")
     unloads = CounterMetricFamily(
         "ovserve_model_unloads",
-        "Unloads of the model's engine by reason: idle (--idle_unload_timeout), evicted (to fit the memory budget), "
-        "api (POST .../unload), config (removed or replaced by a config reload).",
+        "Unloads of the model's engine by reason: idle (--idle_unload_timeout), keep_alive (an Ollama request's "
+        "keep_alive ran out, or asked for the unload), evicted (to fit the memory budget), api (POST .../unload), "
+        "config (removed or replaced by a config reload).",
         labels=["model", "reason"],
     )
     evictions = _counter("ovserve_model_evictions", "Unloads made to fit another model in --models_memory_budget.")

@@ -2,17 +2,20 @@
 
 Generation goes through :func:`ovserve.api.routes.generate` (admission, deadline, metrics) with
 the NDJSON framing Ollama streams in: one JSON object per line, ``application/x-ndjson``. A request
-without messages (chat) or prompt (generate) only asks for the model to be loaded: it is answered
-at once with ``done_reason: "load"``, as Ollama does. Errors are raised; the error middleware
-writes them in Ollama's shape (``{"error": "..."}``) on every route here.
+without messages (chat) or prompt (generate) only manages the model, as Ollama's does: it loads it
+(``done_reason: "load"``, once loaded), or with ``keep_alive: 0`` unloads it (``"unload"``: what
+``ollama stop`` sends). ``keep_alive`` on any request sets how long its model stays loaded after it
+(``ovserve.models.manager``). Errors are raised; the error middleware writes them in Ollama's
+shape (``{"error": "..."}``) on every route here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
@@ -29,6 +32,7 @@ from ovserve.dialects.ollama.request import (
     GenerateRequest,
     OllamaRequest,
     ShowRequest,
+    keep_alive_seconds,
 )
 from ovserve.dialects.ollama.response import (
     ChatResponse,
@@ -42,6 +46,7 @@ from ovserve.dialects.ollama.response import (
 )
 from ovserve.dialects.ollama.response import Message as MessageBody
 from ovserve.errors import BadRequestError, DeadlineExceededError, OvserveError, bad_request
+from ovserve.models.residency import ModelState
 from ovserve.models.served import ModelRegistry
 
 log = logging.getLogger(__name__)
@@ -82,26 +87,41 @@ def _parse(payload: Any, model: type[Parsed], models: ModelRegistry) -> Parsed:
     return parsed
 
 
-def _loaded(request: web.Request, name: str, *, chat: bool) -> web.Response:
-    """Ollama's answer to a request that only loads the model (no messages / no prompt)."""
-    model = request.app[keys.MODELS].get(name)
-    model.require_task("text_generation")
-    if not model.engine.ready:
-        raise model.engine.not_ready_error()
+def _deadline(request: web.Request) -> float | None:
+    timeout = request.app[keys.SETTINGS].request_timeout
+    return asyncio.get_running_loop().time() + timeout if timeout is not None else None
+
+
+async def _load_or_unload(request: web.Request, parsed: ChatRequest | GenerateRequest) -> web.Response:
+    """Ollama's answer to a request with nothing to generate (no messages / no prompt): the model
+    unloaded with ``keep_alive: 0`` (any task: ``ollama stop`` sends this for every model; 409 for a
+    pinned one), else loaded (within --request_timeout) with the request's ``keep_alive``."""
+    model = request.app[keys.MODELS].get(parsed.model)
+    keep_alive = keep_alive_seconds(parsed.keep_alive)
+    done_reason: Literal["load", "unload"]
+    if keep_alive == 0:
+        await request.app[keys.RESIDENCY].expire(model)
+        done_reason = "unload"
+    else:
+        model.require_task("text_generation")
+        model.check_available()
+        lease = await model.lease(_deadline(request), keep_alive=keep_alive)
+        lease.release()
+        done_reason = "load"
     created = timestamp()
     body: ChatResponse | GenerateResponse
-    if chat:
+    if isinstance(parsed, ChatRequest):
         message = MessageBody(role="assistant", content="")
-        body = ChatResponse(model=model.name, created_at=created, message=message, done=True, done_reason="load")
+        body = ChatResponse(model=model.name, created_at=created, message=message, done=True, done_reason=done_reason)
     else:
-        body = GenerateResponse(model=model.name, created_at=created, response="", done=True, done_reason="load")
+        body = GenerateResponse(model=model.name, created_at=created, response="", done=True, done_reason=done_reason)
     return json_response(body)
 
 
 async def chat(request: web.Request) -> web.StreamResponse:
     parsed = _parse(await read_json_object(request), ChatRequest, request.app[keys.MODELS])
     if not parsed.messages:
-        return _loaded(request, parsed.model, chat=True)
+        return await _load_or_unload(request, parsed)
     endpoint = request.app[keys.OLLAMA]
     return await generate(request, "ollama_chat", lambda _: parsed, endpoint, writer=NDJSONWriter)
 
@@ -109,19 +129,23 @@ async def chat(request: web.Request) -> web.StreamResponse:
 async def generate_text(request: web.Request) -> web.StreamResponse:
     parsed = _parse(await read_json_object(request), GenerateRequest, request.app[keys.MODELS])
     if not parsed.prompt and not parsed.images:
-        return _loaded(request, parsed.model, chat=False)
+        return await _load_or_unload(request, parsed)
     endpoint = request.app[keys.OLLAMA]
     return await generate(request, "ollama_generate", lambda _: parsed, endpoint, writer=NDJSONWriter)
 
 
-async def _embed(request: web.Request, texts: list[str], name: str, **fields: Any) -> Embedded:
-    """The texts embedded within --request_timeout, counted once in /metrics with the outcome."""
+async def _embed(request: web.Request, texts: list[str], parsed: OllamaRequest, **fields: Any) -> Embedded:
+    """The texts embedded within --request_timeout (its model loaded for them if need be: a 503
+    when it cannot be in time), counted once in /metrics with the outcome."""
     timeout = request.app[keys.SETTINGS].request_timeout
     recorder = request.app[keys.METRICS].recorder("ollama_embed")
+    models, keep_alive = request.app[keys.MODELS], keep_alive_seconds(parsed.keep_alive)
     try:
         try:
-            async with asyncio.timeout(timeout):
-                done = await embed_texts(request.app[keys.MODELS], name, texts, recorder=recorder, **fields)
+            done = await embed_texts(
+                models, parsed.model, texts, recorder=recorder, deadline=_deadline(request), keep_alive=keep_alive,
+                **fields,
+            )  # fmt: skip
         except TimeoutError:
             raise DeadlineExceededError(f"the request took longer than --request_timeout ({timeout:g} s)") from None
     except OvserveError as exc:
@@ -134,13 +158,13 @@ async def _embed(request: web.Request, texts: list[str], name: str, **fields: An
 async def embed(request: web.Request) -> web.Response:
     started = time.perf_counter_ns()
     parsed = _parse(await read_json_object(request), EmbedRequest, request.app[keys.MODELS])
-    done = await _embed(request, parsed.inputs, parsed.model, truncate=parsed.truncate, dimensions=parsed.dimensions)
+    done = await _embed(request, parsed.inputs, parsed, truncate=parsed.truncate, dimensions=parsed.dimensions)
     return json_response(
         EmbedResponse(
             model=done.model.name,
             embeddings=done.vectors.tolist(),
             total_duration=time.perf_counter_ns() - started,
-            load_duration=0,  # the model is loaded for the server's life
+            load_duration=done.waited_ns,
             prompt_eval_count=done.prompt_tokens,
         )
     )
@@ -148,7 +172,7 @@ async def embed(request: web.Request) -> web.Response:
 
 async def embeddings(request: web.Request) -> web.Response:
     parsed = _parse(await read_json_object(request), EmbeddingsRequest, request.app[keys.MODELS])
-    done = await _embed(request, [parsed.prompt], parsed.model, truncate=True, dimensions=None, param="prompt")
+    done = await _embed(request, [parsed.prompt], parsed, truncate=True, dimensions=None, param="prompt")
     return json_response(EmbeddingsResponse(embedding=done.vectors[0].tolist()))
 
 
@@ -157,8 +181,18 @@ async def tags(request: web.Request) -> web.Response:
 
 
 async def ps(request: web.Request) -> web.Response:
-    loaded = [info.running(model) for model in request.app[keys.MODELS] if model.engine.ready]
-    return json_response(ProcessResponse(models=loaded))
+    """The loaded models (not those unloading), the one that stays longest first, as Ollama sorts them."""
+    manager = request.app[keys.RESIDENCY]
+    loaded = [model for model in request.app[keys.MODELS] if manager.state(model) is ModelState.LOADED]
+    expiries = {model.name: model.residency.expires_at() for model in loaded}
+    loaded.sort(key=lambda model: _stays_until(expiries[model.name]), reverse=True)
+    running = [info.running(model, expiries[model.name], manager.measure(model)) for model in loaded]
+    return json_response(ProcessResponse(models=running))
+
+
+def _stays_until(expires_at: float | None) -> float:
+    """When a model unloads, as a sort key: never is the latest."""
+    return math.inf if expires_at is None else expires_at
 
 
 async def show(request: web.Request) -> web.Response:

@@ -3,11 +3,13 @@
 :func:`embed_texts` is what a dialect's embeddings route needs below its own request and response
 models (Ollama's ``/api/embed`` uses it; OpenAI's ``/embeddings`` keeps its own copy in
 ``ovserve.dialects.openai.retrieval`` until it moves here). Every check that can fail happens
-before engine work; ``param`` names the client's input field in each complaint.
+before engine work; ``param`` names the client's input field in each complaint. The model's engine
+is held for the work (loaded for it when it was unloaded), as every request holds it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +24,7 @@ class Embedded:
     model: ServedModel
     vectors: np.ndarray  # one row per text, in order
     prompt_tokens: int
+    waited_ns: int  # how long the request waited for the model's engine (a load included)
 
 
 async def embed_texts(
@@ -32,15 +35,18 @@ async def embed_texts(
     truncate: bool,
     dimensions: int | None,
     recorder: RequestRecorder,
+    deadline: float | None,
+    keep_alive: float | None = None,
     param: str = "input",
 ) -> Embedded:
     """``texts`` embedded by model ``name``. ``truncate``: an input over the model's limit is cut
-    (only where the model's graph truncates; elsewhere it stays a 400 naming the input)."""
+    (only where the model's graph truncates; elsewhere it stays a 400 naming the input).
+    ``deadline`` (event-loop time): a wait for the model's load past it is a 503, work past it a
+    TimeoutError. ``keep_alive``: how long the model stays loaded after this request."""
     model = models.get(name)
     model.require_task("embeddings")
     recorder.model = model.name
-    if not model.engine.ready:
-        raise model.engine.not_ready_error()
+    model.check_available()
     settings = model.settings.retrieval
     if len(texts) > settings.max_allowed_chunks:
         raise BadRequestError(
@@ -55,19 +61,25 @@ async def embed_texts(
             f"model '{model.name}' does not support 'dimensions' (its graph does not declare matryoshka_embeddings)",
             param="dimensions",
         )
-    counts = await model.tokenizer.count_each(
-        texts, limit=model.context_length, truncate=truncate and settings.truncate, param=param
-    )
+    async with asyncio.timeout_at(deadline):
+        counts = await model.tokenizer.count_each(
+            texts, limit=model.context_length, truncate=truncate and settings.truncate, param=param
+        )
     prompt_tokens = sum(counts)
     ticket = model.admission.admit(prompt_tokens)
     recorder.admitted(prompt_tokens)
     try:
-        vectors = await model.engine.embed(texts)
+        lease = await model.lease(deadline, keep_alive=keep_alive)
+        try:
+            async with asyncio.timeout_at(deadline):
+                vectors = await model.engine.embed(texts)
+        finally:
+            lease.release()
     finally:
         ticket.release()
     if dimensions is not None:
         vectors = shorten(model, vectors, dimensions)
-    return Embedded(model, vectors, prompt_tokens)
+    return Embedded(model, vectors, prompt_tokens, lease.waited_ns)
 
 
 def shorten(model: ServedModel, vectors: np.ndarray, dimensions: int) -> np.ndarray:

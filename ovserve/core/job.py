@@ -177,6 +177,9 @@ class Job(ABC):
     recorder: RequestRecorder | None = field(default=None, init=False)
     # Set by take_engine(): the hold on the model's engine (loaded for it if need be).
     lease: Lease | None = field(default=None, init=False)
+    # Set by a dialect before take_engine(): how long the model stays loaded after this request
+    # (Ollama's keep_alive, seconds; negative: never); None: the model's own policy.
+    keep_alive: float | None = field(default=None, init=False)
     # How the choices ended, in the order they did (the outcome /metrics counts).
     finish_reasons: list[FinishReason] = field(default_factory=list, init=False)
 
@@ -211,7 +214,7 @@ class Job(ABC):
     async def take_engine(self, deadline: float | None) -> None:
         """After :meth:`admit`: hold the model's engine, waiting (until ``deadline``, event-loop
         time) for it to load when it was unloaded; a 503 when it cannot be loaded in time."""
-        self.lease = await self.model.lease(deadline)
+        self.lease = await self.model.lease(deadline, keep_alive=self.keep_alive)
 
     def release(self) -> None:
         """Give the place and the engine back; idempotent, called however the request ended."""

@@ -13,7 +13,11 @@ Contract:
   ``Retry-After``); the model is loaded again by a request that comes after the engine's backoff.
 - A model loaded at start (the default, and every ``pinned`` one) keeps today's lifetime: its
   engine starts with the server and a failing start is retried in the background; a request
-  meanwhile is a 503 at once. ``pinned`` models are never unloaded.
+  meanwhile is a 503 at once. ``pinned`` models are never unloaded. Once unloaded (idle, evicted,
+  through the API, by a ``keep_alive``), any model loads on its next request.
+- A model unloads once idle past ``Residency.unload_after()``: its idle timeout, or the
+  ``keep_alive`` a request set (:meth:`ResidencyManager.lease`; Ollama's field, ignored for a
+  pinned model); a ``keep_alive`` of 0 unloads it as the last request holding it ends.
 - The budget (``--models_memory_budget``): a load is placed only when its estimate fits next to
   what the resident models take (``Residency.accounted``); otherwise idle, unpinned, resident
   models are unloaded least recently used first. With nothing to evict the load waits for room;
@@ -121,6 +125,7 @@ class ResidencyManager:
         residency.pinned = settings.pinned
         residency.lazy = lazy and not settings.pinned
         residency.idle_timeout = None if settings.pinned or not idle else idle
+        residency.keep_alive = None  # the operator's policy, (re)applied, replaces a client's
 
     def in_use(self) -> int:
         """What the resident models take, as the budget counts it."""
@@ -219,17 +224,38 @@ class ResidencyManager:
             return None
         return engine.not_ready_error()
 
-    async def lease(self, model: ServedModel, deadline: float | None) -> Lease:
+    async def lease(self, model: ServedModel, deadline: float | None, *, keep_alive: float | None = None) -> Lease:
         """Hold ``model``'s engine for one request, loading it first when it is not loaded (see the
-        module doc); ``deadline`` (event-loop time) bounds the wait: then a 503."""
+        module doc); ``deadline`` (event-loop time) bounds the wait: then a 503. ``keep_alive``
+        (seconds, negative: never), once the engine is held, is how long the model stays loaded
+        after its last request: :meth:`keep_alive`."""
         residency = model.residency
         residency.waiting += 1
         residency.touch()
+        started = time.perf_counter_ns()
         try:
             await self._until_loaded(model, deadline)
-            return Lease(residency)
+            if keep_alive is not None:
+                self.keep_alive(model, keep_alive)
+            waited = time.perf_counter_ns() - started
+            return Lease(residency, waited_ns=waited, on_release=lambda: self._released(model))
         finally:
             residency.waiting -= 1
+
+    def keep_alive(self, model: ServedModel, seconds: float) -> None:
+        """A request's ``keep_alive``: ``model`` unloads ``seconds`` after its last request ends (0:
+        as it ends; negative: never), until it unloads or a config reload applies its policy again.
+        A pinned model stays loaded whatever a client asks: ignored (logged at DEBUG)."""
+        if model.residency.pinned:
+            log.debug("model %r is pinned: keep_alive %g s ignored", model.name, seconds)
+            return
+        model.residency.keep_alive = seconds
+
+    def _released(self, model: ServedModel) -> None:
+        """A request let go of ``model``: room may have been made, and a model with nothing left to
+        wait for (``keep_alive`` 0) unloads now rather than at the sampler's next tick."""
+        self.capacity_changed()
+        self._unload_if_expired(model)
 
     async def _until_loaded(self, model: ServedModel, deadline: float | None) -> None:
         residency, engine = model.residency, model.engine
@@ -358,7 +384,7 @@ class ResidencyManager:
     # -- unloads ------------------------------------------------------------------------------
 
     async def unload(self, model: ServedModel, reason: str) -> None:
-        """Unload ``model`` (``reason``: idle, evicted, api, config) once the requests using it have
+        """Unload ``model`` (``reason``: idle, keep_alive, evicted, api, config) once the requests using it have
         finished; a request arriving meanwhile waits and loads it again. A pinned model is only
         unloaded when the config removes it (409 otherwise)."""
         residency = model.residency
@@ -371,6 +397,18 @@ class ResidencyManager:
             residency.unload_task = self._task(self._unloading(model, reason), f"unload-{model.name}")
         assert residency.unload_task is not None
         await asyncio.wait({residency.unload_task})
+
+    async def expire(self, model: ServedModel) -> None:
+        """Ollama's unload request (``keep_alive`` 0 and nothing to generate): unload ``model`` now
+        when no request holds it (returns once its engine has exited), else as the last one ends
+        (returns at once). A pinned model is a 409, as through the API."""
+        residency = model.residency
+        if residency.pinned:
+            raise ConflictError(f"model '{model.name}' is pinned: it stays loaded", code="model_pinned")
+        if residency.busy:
+            residency.keep_alive = 0.0
+            return
+        await self.unload(model, "keep_alive")
 
     async def _unloading(self, model: ServedModel, reason: str) -> None:
         residency = model.residency
@@ -402,16 +440,22 @@ class ResidencyManager:
         while True:
             await asyncio.sleep(SAMPLE_INTERVAL_S)
             for model in list(self._managed.values()):
-                residency = model.residency
                 if model.engine.ready:
-                    residency.observe(self.measure(model))
-                if self._idle_expired(model):
-                    residency.unload_task = self._task(self._unloading(model, "idle"), f"unload-{model.name}")
+                    model.residency.observe(self.measure(model))
+                self._unload_if_expired(model)
+
+    def _unload_if_expired(self, model: ServedModel) -> None:
+        """Start unloading ``model`` if it has been idle past ``Residency.unload_after()``."""
+        if not self._idle_expired(model):
+            return
+        residency = model.residency
+        reason = "keep_alive" if residency.keep_alive is not None else "idle"
+        residency.unload_task = self._task(self._unloading(model, reason), f"unload-{model.name}")
 
     def _idle_expired(self, model: ServedModel) -> bool:
         residency = model.residency
-        timeout = residency.idle_timeout
-        if not timeout or residency.pinned or residency.busy or residency.changing or residency.retiring:
+        timeout = residency.unload_after()
+        if timeout is None or residency.busy or residency.changing or residency.retiring:
             return False
         return residency.resident and model.engine.ready and residency.idle_for() >= timeout
 

@@ -1,7 +1,8 @@
 """Each served model's residency: whether its engine runs, what it costs, and who is using it.
 
-A :class:`Residency` is one model's policy (pinned, loaded on demand, idle timeout), its memory
-figures and the requests that hold it; :class:`Lease` is one request's hold on a model's engine.
+A :class:`Residency` is one model's policy (pinned, loaded on demand, idle timeout, and the
+``keep_alive`` a client last asked for), its memory figures and the requests that hold it;
+:class:`Lease` is one request's hold on a model's engine.
 ``ovserve.models.manager`` takes every decision (loads, unloads, evictions); this module only
 keeps the state those decisions read, so that the API and ``/metrics`` can show it.
 
@@ -13,6 +14,11 @@ Memory figures (bytes), see :meth:`Residency.estimate` and :meth:`Residency.acco
 - what the budget *counts* for a resident model: the estimate it was placed with, or its peak so
   far when that is higher.
 
+How long a model stays loaded once idle (:meth:`Residency.unload_after`): never when pinned; else
+the ``keep_alive`` of the last request that sent one (Ollama's field, in seconds: 0 unloads it as
+soon as no request holds it, a negative value never), which lasts until the model unloads; else
+its configured idle timeout.
+
 Everything here runs on the event loop: no locks.
 """
 
@@ -21,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,7 +86,7 @@ class ResidencyCounters:
     replaces the model) for ``/metrics``."""
 
     loads: int = 0
-    unloads: dict[str, int] = field(default_factory=dict)  # by reason: idle, evicted, api, config
+    unloads: dict[str, int] = field(default_factory=dict)  # by reason: idle, keep_alive, evicted, api, config
     evictions: int = 0
     load_buckets: list[int] = field(default_factory=lambda: [0] * len(LOAD_BUCKETS))
     load_count: int = 0
@@ -109,6 +116,9 @@ class Residency:
     pinned: bool = False
     lazy: bool = False  # unloaded at start: the first request loads it
     idle_timeout: float | None = None  # unload after this long without a request (None: never)
+    # A client's keep_alive (seconds; negative: never unload), overriding idle_timeout until the
+    # model unloads or a config reload applies a policy again; None: none was sent.
+    keep_alive: float | None = None
     estimate_before_measure: int = 0  # static_estimate, until a residency measured it
     measured: int | None = None  # peak resident memory of its last residency
     peak: int | None = None  # peak resident memory of this residency (None: not measured yet)
@@ -137,6 +147,22 @@ class Residency:
 
     def idle_for(self) -> float:
         return time.monotonic() - self.last_used_at
+
+    def unload_after(self) -> float | None:
+        """Seconds without a request after which it unloads (None: never): see the module doc."""
+        if self.pinned:
+            return None
+        if self.keep_alive is not None:
+            return None if self.keep_alive < 0 else self.keep_alive
+        return self.idle_timeout
+
+    def expires_at(self) -> float | None:
+        """The wall clock at which it unloads if no request comes (None: never). While requests
+        hold it or wait for it the timer does not run: counted from now."""
+        after = self.unload_after()
+        if after is None:
+            return None
+        return time.time() + (after if self.busy else max(0.0, after - self.idle_for()))
 
     @property
     def busy(self) -> bool:
@@ -177,6 +203,7 @@ class Residency:
         self.peak = None
         self.resident = False
         self.reserved = 0
+        self.keep_alive = None  # a client's keep_alive lasts one residency, as Ollama's runner holds it
 
     def hold(self) -> None:
         self.active += 1
@@ -193,11 +220,17 @@ class Residency:
 class Lease:
     """One request's hold on a model's engine: it keeps the model from being unloaded for
     idleness or evicted, and an unload through the API waits for it. :meth:`release` exactly once
-    (idempotent), however the request ended."""
+    (idempotent), however the request ended; ``on_release`` (the manager's) then runs.
+    ``waited_ns``: how long the request waited for the engine (a load included), for Ollama's
+    ``load_duration``."""
 
-    def __init__(self, residency: Residency) -> None:
+    def __init__(
+        self, residency: Residency, *, waited_ns: int = 0, on_release: Callable[[], None] | None = None
+    ) -> None:
         self._residency = residency
         self._released = False
+        self._on_release = on_release
+        self.waited_ns = waited_ns
         residency.hold()
 
     def release(self) -> None:
@@ -205,5 +238,5 @@ class Lease:
             return
         self._released = True
         self._residency.let_go()
-        if self._residency.manager is not None:
-            self._residency.manager.capacity_changed()
+        if self._on_release is not None:
+            self._on_release()

@@ -87,14 +87,15 @@ class ServedModel:
         if error is not None:
             raise error
 
-    async def lease(self, deadline: float | None) -> Lease:
+    async def lease(self, deadline: float | None, *, keep_alive: float | None = None) -> Lease:
         """Hold this model's engine for one request, loaded (waiting until ``deadline``, event-loop
-        time, for a load on demand); release the lease when the request ends."""
+        time, for a load on demand); release the lease when the request ends. ``keep_alive``: how
+        long the model stays loaded after its last request (``ResidencyManager.keep_alive``)."""
         manager = self.residency.manager
-        if manager is None:
+        if manager is None:  # no residency to keep: served as loaded for the server's life
             self.check_available()
             return Lease(self.residency)
-        return await manager.lease(self, deadline)
+        return await manager.lease(self, deadline, keep_alive=keep_alive)
 
     def close(self) -> None:
         """Stop the server-side threads (the config no longer serves this model)."""

@@ -1,6 +1,7 @@
 """Ollama's native API on the demo models, through the real ``ollama`` Python client
 (``ollama.Client(host=...)``) over real HTTP: chat streamed and unary, generate, embed, list, ps,
-show, a forced tool call, think, real durations and counts.
+show, a forced tool call, think, real durations and counts, and ``keep_alive`` unloading and
+reloading real engine processes (``/api/ps`` and ``load_duration`` showing it).
 
 One server serves tiny-llm (its graph names the hermes tool parser and the qwen3 reasoning parser,
 so the tools and thinking capabilities are on) and tiny-embed. tiny-llm is a random model: what
@@ -10,15 +11,17 @@ greedy decoding, and what the grammar forces."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import ollama
 import pytest
 
 from tests import images
-from tests.conftest import ROOT, Server, start_config_server
+from tests.conftest import ROOT, Server, contention_factor, start_config_server
 
 LLM, EMBED = "tiny-llm", "tiny-embed"
 GREEDY = {"temperature": 0, "num_predict": 12}
@@ -165,6 +168,95 @@ def test_errors_are_4xx_in_ollamas_shape(client: ollama.Client) -> None:
     with pytest.raises(ollama.ResponseError) as pull:
         client.pull("llama3")
     assert pull.value.status_code == 400 and "ovserve export" in pull.value.error
+
+
+def _running(client: ollama.Client) -> dict[str, Any]:
+    """/api/ps: the loaded models by name."""
+    return {model.model: model for model in client.ps().models}
+
+
+def _state(server: Server, name: str) -> str:
+    """The model's state as ``GET /v3/models/{name}`` tells it (``unloading`` included)."""
+    response = httpx.get(f"{server.url}/v3/models/{name}")
+    assert response.status_code == 200, response.text
+    return str(response.json()["ovserve"]["state"])
+
+
+def _until(condition: Callable[[], bool], what: str, seconds: float = 30.0) -> float:
+    """Poll ``condition`` until it holds (the bound scaled to how busy the machine is); when it did."""
+    deadline = time.time() + seconds * contention_factor()
+    while not condition():
+        assert time.time() < deadline, f"still not {what}"
+        time.sleep(0.1)
+    return time.time()
+
+
+# A model engine's process takes longer than this to start and load (Python, OpenVINO, the model).
+_LOAD_AT_LEAST_NS = 100_000_000
+# Ollama's expires_at for a model that never unloads.
+_NEVER_YEAR = 2318
+
+
+def test_keep_alive_zero_unloads_after_the_answer_and_the_next_request_loads_it_again(
+    client: ollama.Client, ollama_server: Server
+) -> None:
+    warm = client.chat(model=LLM, messages=ASK, options=GREEDY, stream=False)  # loaded at start
+    answer = client.chat(model=LLM, messages=ASK, options=GREEDY, keep_alive=0, stream=False)
+    assert answer.done_reason in ("stop", "length") and answer.eval_count
+    running = _running(client)
+    assert LLM not in running and EMBED in running  # only the model the request named
+    _until(lambda: _state(ollama_server, LLM) == "unloaded", "unloaded")  # its engine process exited
+    cold = client.chat(model=LLM, messages=ASK, options=GREEDY, stream=False)
+    assert LLM in _running(client)
+    assert warm.load_duration and cold.load_duration and cold.total_duration
+    assert cold.load_duration >= _LOAD_AT_LEAST_NS and cold.load_duration > 10 * warm.load_duration
+    assert cold.prompt_eval_duration and cold.eval_duration
+    assert cold.total_duration >= cold.load_duration + cold.prompt_eval_duration + cold.eval_duration
+    # Loaded again without keep_alive: the model's own policy (none here: it stays).
+    assert _running(client)[LLM].expires_at.year == _NEVER_YEAR
+
+
+def test_keep_alive_duration_shows_in_ps_then_unloads_the_model(client: ollama.Client) -> None:
+    client.generate(model=LLM)  # loaded (it may have been unloaded by another test)
+    before = time.time()
+    client.generate(model=LLM, prompt="Once upon a time", options=GREEDY, keep_alive="5s")
+    listed = _running(client)[LLM]
+    after = time.time()
+    expires = listed.expires_at.timestamp()
+    assert before + 5 - 0.25 <= expires <= after + 5 + 0.25  # the request's end plus 5 s
+    assert listed.size and listed.size > 50 << 20  # the engine's resident memory, not its 3 MB of files
+    gone = _until(lambda: LLM not in _running(client), "unloaded", 5 + 30)
+    assert gone >= expires - 0.25  # listed until its keep_alive ran out, then not
+    assert EMBED in _running(client)
+    assert client.generate(model=LLM).done_reason == "load"  # loaded again for the tests after this one
+    assert _running(client)[LLM].expires_at.year == _NEVER_YEAR  # the keep_alive ended with the unload
+
+
+def test_ollamas_load_and_unload_requests(client: ollama.Client) -> None:
+    """What ``ollama run`` (no prompt: load) and ``ollama stop`` (no prompt, keep_alive 0) send."""
+    assert client.generate(model=LLM, keep_alive=0).done_reason == "unload"
+    assert LLM not in _running(client)
+    loaded = client.generate(model=LLM, prompt="")
+    assert (loaded.done, loaded.done_reason, loaded.response) == (True, "load", "")
+    assert LLM in _running(client)
+    assert client.chat(model=LLM, messages=[], keep_alive=0).done_reason == "unload"
+    assert LLM not in _running(client)
+    assert client.chat(model=LLM, messages=[], keep_alive=-1).done_reason == "load"
+    assert _running(client)[LLM].expires_at.year == _NEVER_YEAR
+    with pytest.raises(ollama.ResponseError) as wrong_task:
+        client.generate(model=EMBED)  # loading for generation needs a generation model
+    assert wrong_task.value.status_code == 400
+
+
+def test_embed_keep_alive_zero_unloads_and_the_next_embed_loads_it_again(client: ollama.Client) -> None:
+    warm = client.embed(model=EMBED, input="hello world")
+    client.embed(model=EMBED, input="hello world", keep_alive=0)
+    assert EMBED not in _running(client)
+    cold = client.embed(model=EMBED, input="hello world")
+    assert EMBED in _running(client)
+    assert cold.embeddings[0] == pytest.approx(warm.embeddings[0], abs=1e-5)
+    assert warm.load_duration and cold.load_duration
+    assert cold.load_duration >= _LOAD_AT_LEAST_NS and cold.load_duration > 10 * warm.load_duration
 
 
 def test_images_reach_a_vlm_as_base64(vlm_server: Server) -> None:

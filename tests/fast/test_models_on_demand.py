@@ -250,6 +250,7 @@ async def test_an_unload_waits_for_the_stream_in_flight_and_a_request_meanwhile_
     first = model.launcher.engine
     unload = asyncio.create_task(served.client.post("/v3/models/m/unload"))
     await eventually(lambda: model.model.residency.unload_task is not None)
+    assert await state_of(served, "m") == "unloading"
     later = asyncio.create_task(served.post("/v3/chat/completions", chat("m")))
     status, events = await stream
     assert status == 200

@@ -17,9 +17,14 @@ Mapping (docs/ollama.md has the whole field table):
 - ``tools`` -> tools; parsed calls come back with ``arguments`` as an object. ``tool_choice`` (in
   the body or in ``options``, where the ollama client passes it through) is ovserve's extension
   (Ollama has none): ``"required"`` or a tool's name forces a call through the grammar.
-- Durations (nanoseconds, measured): ``load_duration`` from the request to its admission (model
-  lookup, template, tokenization), ``prompt_eval_duration`` from admission to the first output,
-  ``eval_duration`` from there to the last, ``total_duration`` the whole.
+- ``keep_alive`` -> ``Job.keep_alive``: how long the model stays loaded after the request
+  (``ovserve.models.manager``). The model is given back as its last output is made, before the
+  last line is written: a client that reads ``/api/ps`` once it has the answer finds a
+  ``keep_alive: 0`` model unloading already, as Ollama has expired its runner by then.
+- Durations (nanoseconds, measured): ``load_duration`` the wait for the model's engine (a load
+  the request started or joined included; a few microseconds when it was loaded),
+  ``prompt_eval_duration`` from the engine held to the first output, ``eval_duration`` from there
+  to the last, ``total_duration`` the whole (the template and tokenization included).
 """
 
 from __future__ import annotations
@@ -195,7 +200,8 @@ class Timing:
     """The request's moments (``time.perf_counter_ns``), for Ollama's durations."""
 
     started: int = field(default_factory=time.perf_counter_ns)
-    admitted: int = 0
+    load: int = 0  # nanoseconds waited for the model's engine (Lease.waited_ns)
+    generating: int = 0  # the engine held, generation starts
     first_output: int = 0
     finished: int = 0
 
@@ -205,9 +211,9 @@ class Timing:
         return Stats(
             done_reason="length" if done_reason == "length" else "stop",
             total_duration=self.finished - self.started,
-            load_duration=self.admitted - self.started,
+            load_duration=self.load,
             prompt_eval_count=usage.prompt_tokens,
-            prompt_eval_duration=first - self.admitted,
+            prompt_eval_duration=first - self.generating,
             eval_count=usage.completion_tokens,
             eval_duration=self.finished - first,
         )
@@ -270,6 +276,7 @@ class OllamaEndpoint:
                 )
             else:
                 job = await self.chat.prepare(generate_conversation(request))
+        job.keep_alive = req.keep_alive_seconds(request.keep_alive)
         return OllamaCall(request, job, timing)
 
     async def complete(self, call: OllamaCall) -> OllamaLine:
@@ -302,7 +309,8 @@ class OllamaEndpoint:
 
     async def stream(self, call: OllamaCall) -> AsyncGenerator[OllamaLine, None]:
         job, timing = call.job, call.timing
-        timing.admitted = time.perf_counter_ns()
+        timing.generating = time.perf_counter_ns()
+        timing.load = job.lease.waited_ns if job.lease is not None else 0
         finish = "stop"
         async with contextlib.aclosing(job.steps()) as steps:
             async for delta in steps:
@@ -312,6 +320,7 @@ class OllamaEndpoint:
                 if delta.content or delta.reasoning or delta.tool_calls:
                     yield _line(call, delta)
         timing.finished = time.perf_counter_ns()
+        job.release()  # the engine's part is over: keep_alive counts from now (see the module doc)
         stats = timing.stats(job, finish)
         last = _line(call, None)
         for name in Stats.model_fields:

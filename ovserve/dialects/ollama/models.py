@@ -5,8 +5,10 @@ is and when its IR was written, ``size`` the bytes of its directory, ``format`` 
 ``family`` the HF ``model_type`` of its config.json. ``capabilities`` say what the model's files
 support here: ``completion`` (it generates text), ``tools`` (a tool-call format was chosen),
 ``thinking`` (a reasoning format was chosen), ``vision`` (a VLM), ``embedding``.
-``/api/ps`` lists the models whose engine is loaded; until models load on demand they stay loaded
-for the server's life (``expires_at`` far in the future).
+``/api/ps`` lists the models whose engine is loaded: ``size`` its engine process's resident memory,
+``size_vram`` its files' bytes on a GPU or NPU (0 on the CPU), ``expires_at`` when it unloads if no
+request comes (``Residency.expires_at``: its idle timeout or a client's ``keep_alive``; far in the
+future when it never does, as Ollama shows ``keep_alive: -1``).
 """
 
 from __future__ import annotations
@@ -118,17 +120,19 @@ def listed(model: ServedModel) -> ListedModel:
     )
 
 
-def running(model: ServedModel) -> RunningModel:
-    size = _size(model)
+def running(model: ServedModel, expires_at: float | None, memory: int | None) -> RunningModel:
+    """A loaded model: ``expires_at`` the Unix time it unloads if idle (None: never), ``memory``
+    its engine's resident bytes (None: unknown, the directory's bytes stand in)."""
+    files = _size(model)
     on_gpu = any(device in model.spec.device for device in ("GPU", "NPU"))
     return RunningModel(
         name=model.name,
         model=model.name,
-        size=size,
+        size=memory if memory is not None else files,
         digest=_digest(model),
         details=details(model),
-        expires_at=NEVER,
-        size_vram=size if on_gpu else 0,
+        expires_at=NEVER if expires_at is None else timestamp(datetime.fromtimestamp(expires_at, UTC)),
+        size_vram=files if on_gpu else 0,
         context_length=model.context_length,
     )
 

@@ -30,7 +30,7 @@ class ModelParsersInfo(Body):
 
     tool_parser: str | None
     reasoning_parser: str | None
-    state: Literal["loaded", "loading", "unloaded", "failed"]
+    state: Literal["loaded", "loading", "unloading", "unloaded", "failed"]  # ModelState
     pinned: bool
     lazy_load: bool
     idle_unload_timeout: float | None
