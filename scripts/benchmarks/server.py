@@ -124,6 +124,8 @@ async def stream_chat(
             if not line.startswith(b"data: ") or line == b"data: [DONE]":
                 continue
             chunk = json.loads(line[6:])
+            if "error" in chunk:  # the stream failed mid-way (a deadline, an engine restart)
+                raise RuntimeError(f"stream failed after {len(parts)} chunks: {chunk['error']}")
             usage = chunk.get("usage")
             if usage:
                 trace.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
