@@ -4,14 +4,14 @@ model, or a SpeechT5 model with its HiFi-GAN vocoder and a voice, into an OVMS m
 Takes OVMS ``export_model.py``'s argument names for those tasks (:func:`add_speech_arguments`) and
 runs the text-generation export's steps and guarantees (:mod:`ovserve.export`): cheap checks first
 (the source is a Whisper, resp. SpeechT5, checkpoint; word timestamps need its ``alignment_heads``;
-a voice file is whole float32), conversion with optimum-intel as OVMS's script runs it
-(``optimum-cli export openvino --model SRC --weight-format F --trust-remote-code``, plus
-``--model-kwargs '{"vocoder": VOCODER}'`` for SpeechT5) into a staging directory, the voice copied to
-``voices/NAME.bin``, ``graph.pbtxt`` as OVMS's ``s2t_graph_template`` / ``t2s_graph_template`` render
-it, a check that ovserve reads the graph and that the pipeline it describes transcribes a tone (with
-word timestamps when enabled) or speaks a word in every voice, then the swap into place and the
-``config.json`` entry. A failure at any step leaves the repository as it was. Raises
-:class:`~ovserve.export.report.ExportError`.
+a voice file holds the model's ``speaker_embedding_dim`` float32 values), conversion with
+optimum-intel as OVMS's script runs it (``optimum-cli export openvino --model SRC --weight-format F
+--trust-remote-code``, plus ``--model-kwargs '{"vocoder": VOCODER}'`` for SpeechT5) into a staging
+directory, the voice copied to ``voices/NAME.bin``, ``graph.pbtxt`` as OVMS's ``s2t_graph_template``
+/ ``t2s_graph_template`` render it, a check that ovserve reads the graph and that the pipeline it
+describes transcribes a tone (with word timestamps when enabled) or speaks a word in every voice,
+then the swap into place and the ``config.json`` entry. A failure at any step leaves the repository
+as it was. Raises :class:`~ovserve.export.report.ExportError`.
 
 Differences from OVMS's script, on purpose: ``--model_type`` defaults to ``speecht5`` and ``kokoro`` is
 refused (ovserve serves SpeechT5 only); the voice file is copied into the model directory (OVMS writes
@@ -312,6 +312,12 @@ def export_speech(plan: SpeechPlan) -> None:
                 f"--enable_word_timestamps: {source.describe()} names no alignment_heads in its "
                 "generation_config.json (the cross-attention heads that align text to audio)"
             )
+    dimension = config.get("speaker_embedding_dim")
+    if plan.voice is not None and isinstance(dimension, int) and plan.voice[1].stat().st_size != dimension * 4:
+        raise ExportError(
+            f"--speaker_path {plan.voice[1]} holds {plan.voice[1].stat().st_size // 4} float32 values; "
+            f"{source.describe()}'s speaker embeddings have {dimension} (speaker_embedding_dim)"
+        )
     sources = [(source, config)]
     model_kwargs = None
     if plan.vocoder is not None:

@@ -211,7 +211,9 @@ class ModelSettings(BaseModel):
         if not value or path is None:
             return value
         if task != "speech_to_text":
-            raise ValueError(f"word timestamps are for speech_to_text models, not {task}")
+            # As other settings a task has no use for: said once, at load.
+            log.warning("%s: a %s model ignores enable_word_timestamps", info.data.get("source"), task)
+            return value
         if not alignment_heads(path):
             # The pipeline would load and then fail every request asking for words; say why once, at load.
             raise ValueError(

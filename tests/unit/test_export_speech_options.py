@@ -123,7 +123,8 @@ def test_written_graphs_read_back_as_ovserve_settings(tmp_path: Path, voice: Pat
          "letters, digits"),
         (["text2speech", "--source_model", "m", "--vocoder", "v", "--speaker_name", "a", "--speaker_path", "ODD"],
          "not a whole number of float32"),
-        (["speech2text", "--source_model", "m", "--weight-format", "fp16", "--extra_quantization_params", "--sym"],
+        (["speech2text", "--source_model", "m", "--weight-format", "fp16",
+          "--extra_quantization_params", "--sym --ratio 1.0"],
          "int8 and int4 weights"),
         (["speech2text", "--source_model", "m", "--ov_cache_dir", "/it's"], "single quote"),
     ],
@@ -166,4 +167,23 @@ def test_word_timestamps_of_a_checkpoint_without_alignment_heads_are_refused_bef
             "--enable_word_timestamps"]  # fmt: skip
     assert main(argv) == 2
     assert "names no alignment_heads" in capsys.readouterr().err
+    assert not repository.exists()
+
+
+def test_a_voice_of_the_wrong_size_is_refused_before_converting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = tmp_path / "speecht5"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text('{"model_type": "speecht5", "speaker_embedding_dim": 512}')
+    (checkpoint / "spm_char.model").write_bytes(b"")
+    voice = tmp_path / "short.bin"
+    voice.write_bytes(np.zeros(100, dtype=np.float32).tobytes())
+    repository = tmp_path / "models"
+    argv = ["text2speech", "--source_model", str(checkpoint), "--vocoder", "microsoft/speecht5_hifigan",
+            "--speaker_name", "short", "--speaker_path", str(voice),
+            "--model_repository_path", str(repository)]  # fmt: skip
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "holds 100 float32 values" in error and "have 512 (speaker_embedding_dim)" in error, error
     assert not repository.exists()

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from ovserve.engine.spec import PipelineKind
 from ovserve.settings.graph import GraphError
@@ -116,9 +115,12 @@ def test_word_timestamps_of_a_model_without_alignment_heads_name_the_line(tmp_pa
     assert "alignment_heads" in message and str(model_dir / "generation_config.json") in message
 
 
-def test_word_timestamps_flag_is_for_speech_to_text_models(tmp_path: Path) -> None:
+def test_word_timestamps_flag_of_another_task_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     model_dir = _model_without_alignment_heads(tmp_path / "model")
-    with pytest.raises(ValidationError, match="speech_to_text"):
-        ModelSettings.model_validate(
-            {"model_name": "m", "model_path": model_dir, "task": "embeddings", "enable_word_timestamps": True}
-        )
+    settings = ModelSettings.model_validate(
+        {"model_name": "m", "model_path": model_dir, "task": "embeddings", "enable_word_timestamps": True}
+    )
+    assert settings.pipeline_kind is PipelineKind.EMBEDDINGS
+    assert "a embeddings model ignores enable_word_timestamps" in caplog.text
