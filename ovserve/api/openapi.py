@@ -367,7 +367,11 @@ def _audio_form(names: list[str], *, translation: bool) -> dict[str, Any]:
     }  # fmt: skip
     if not translation:
         properties["language"] = {"type": "string", "pattern": "^[a-z]{2,3}$"}
-        properties["timestamp_granularities[]"] = {"type": "array", "items": {"enum": ["segment"]}}
+        properties["timestamp_granularities[]"] = {
+            "type": "array",
+            "items": {"enum": ["segment", "word"]},
+            "description": "with verbose_json; word: a model served with --enable_word_timestamps",
+        }
         properties["stream"] = {"type": "boolean"}
     return {"type": "object", "required": ["file", "model"], "properties": properties}
 

@@ -476,7 +476,7 @@ async def _audio(request: web.Request, task: Literal["transcribe", "translate"])
             except TimeoutError:
                 raise _deadline_error(timeout) from None
         assert result is not None
-        body, content_type = render_transcript(parsed, result.text, result.segments, seconds, result.language)
+        body, content_type = render_transcript(parsed, result, seconds)
     except OvserveError as exc:
         recorder.finished(exc.error_type, exc.status)
         raise

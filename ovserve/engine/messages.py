@@ -143,6 +143,7 @@ class TranscribeRequest:
     prompt: str | None
     temperature: float
     timestamps: bool  # segment timestamps wanted (verbose_json, srt, vtt)
+    words: bool  # word timestamps wanted (an engine loaded with word timestamps only)
     max_new_tokens: int
 
 
@@ -255,11 +256,13 @@ class TranscriptDelta:
 @dataclass(frozen=True, slots=True)
 class TranscribeResult:
     """The whole transcript of a :class:`TranscribeRequest`; ``segments`` are (start s, end s, text),
-    empty unless timestamps were asked. Ends the request; no RequestEnded follows."""
+    empty unless timestamps were asked; ``words`` are (start s, end s, word), empty unless word
+    timestamps were asked. Ends the request; no RequestEnded follows."""
 
     request_id: int
     text: str
     segments: list[tuple[float, float, str]]
+    words: list[tuple[float, float, str]]
     language: str | None
 
 

@@ -36,7 +36,13 @@ from ovserve.engine.messages import (
 )
 from ovserve.engine.retrieval import Embedder, Reranker
 from ovserve.engine.spec import EngineSpec
-from ovserve.engine.speech import SpeechToText, TextToSpeech, UnknownLanguageError, UnknownVoiceError
+from ovserve.engine.speech import (
+    SpeechToText,
+    TextToSpeech,
+    UnknownLanguageError,
+    UnknownVoiceError,
+    WordTimestampsError,
+)
 
 log = logging.getLogger("ovserve.engine")
 
@@ -175,15 +181,25 @@ class RetrievalEngineLoop(LoopBase):
                 prompt=request.prompt,
                 temperature=request.temperature,
                 timestamps=request.timestamps,
+                words=request.words,
                 max_new_tokens=request.max_new_tokens,
                 on_delta=on_delta,
             )
             if request_id in self._cancelled:
                 self._send([RequestEnded(request_id)])
             else:
-                self._send([TranscribeResult(request_id, transcript.text, transcript.segments, transcript.language)])
+                self._send(
+                    [
+                        TranscribeResult(
+                            request_id, transcript.text, transcript.segments, transcript.words, transcript.language
+                        )
+                    ]
+                )
         except UnknownLanguageError as exc:
             self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, f"the model has no language '{exc}'")])
+        except WordTimestampsError:
+            refusal = "the model was not loaded for word timestamps"
+            self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, refusal)])
         except Exception as exc:
             log.warning("request %d failed in the pipeline: %s", request_id, exc)
             self._send([RequestEnded(request_id, EngineErrorKind.ENGINE, FAILED)])

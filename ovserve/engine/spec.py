@@ -169,4 +169,6 @@ class EngineSpec:
     max_input_tokens: int | None = None
     # Text to speech: voice name -> file of the speaker embedding (raw float32, as OVMS reads it).
     voices: dict[str, Path] = field(default_factory=dict)
+    # Speech to text: the pipeline is built for word timestamps (its decoder returns cross-attention).
+    word_timestamps: bool = False
     fault: EngineFault | None = None  # tests only; never set from a graph or a flag

@@ -2,9 +2,12 @@
 ``openvino_genai.Text2SpeechPipeline`` (text to speech, :class:`TextToSpeech`).
 
 :class:`SpeechToText` takes 16 kHz mono float32 samples (the server decodes and resamples them,
-``ovserve.core.audio``) and returns the transcript, its timestamped segments when asked, and the
-language it was told or detected. Text is handed to ``on_delta`` as the pipeline's streamer yields
-it; ``on_delta`` returning True stops the generation (a cancelled request).
+``ovserve.core.audio``) and returns the transcript, its timestamped segments when asked, its
+timestamped words when asked (only of a pipeline built with ``word_timestamps``: its decoder then
+returns cross-attention scores, which the pipeline aligns to the audio with the model's
+``alignment_heads``), and the language it was told or detected. Text is handed to ``on_delta`` as
+the pipeline's streamer yields it; ``on_delta`` returning True stops the generation (a cancelled
+request).
 
 The pipeline cuts audio longer than 30 s into Whisper windows itself. Language codes are Whisper's
 ``<|xx|>`` tokens; a code the model has no token for is refused before the pipeline runs (the
@@ -27,10 +30,14 @@ from ovserve.engine.spec import EngineSpec
 log = logging.getLogger("ovserve.engine")
 
 
+Timed = tuple[float, float, str]  # start s, end s, text
+
+
 @dataclass(frozen=True)
 class Transcript:
     text: str
-    segments: list[tuple[float, float, str]]
+    segments: list[Timed]
+    words: list[Timed]
     language: str | None
 
 
@@ -38,21 +45,47 @@ class UnknownLanguageError(ValueError):
     pass
 
 
-def model_languages(model_dir: Any) -> frozenset[str]:
-    """The language codes a Whisper export knows (``lang_to_id`` of its generation_config.json)."""
+class WordTimestampsError(ValueError):
+    """Word timestamps asked of a pipeline not built for them (the server checks first)."""
+
+
+def _generation_config(model_dir: Path) -> dict[str, Any]:
     try:
         config = json.loads((model_dir / "generation_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return frozenset()
-    tokens = config.get("lang_to_id") or {}
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def model_languages(model_dir: Path) -> frozenset[str]:
+    """The language codes a Whisper export knows (``lang_to_id`` of its generation_config.json)."""
+    tokens = _generation_config(model_dir).get("lang_to_id") or {}
     return frozenset(token.strip("<|>") for token in tokens if isinstance(token, str))
+
+
+def alignment_heads(model_dir: Path) -> list[tuple[int, int]]:
+    """The (decoder layer, head) pairs whose cross-attention aligns text to audio (``alignment_heads``
+    of a Whisper export's generation_config.json, as Hugging Face publishes them); word timestamps
+    need them."""
+    heads = _generation_config(model_dir).get("alignment_heads") or []
+    if not isinstance(heads, list):
+        return []
+    return [
+        (int(pair[0]), int(pair[1]))
+        for pair in heads
+        if isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, int) for x in pair)
+    ]
 
 
 class SpeechToText:
     def __init__(self, spec: EngineSpec) -> None:
         import openvino_genai as ov_genai
 
-        self.pipeline = ov_genai.WhisperPipeline(str(spec.model_path), spec.device, **spec.plugin_config)
+        # word_timestamps at construction rewrites the decoder's cross-attention so that it also
+        # returns its scores; a request may then ask for words (and others skip the extra pass).
+        properties = {**spec.plugin_config, **({"word_timestamps": True} if spec.word_timestamps else {})}
+        self.pipeline = ov_genai.WhisperPipeline(str(spec.model_path), spec.device, **properties)
+        self.word_timestamps = spec.word_timestamps
         self.languages = model_languages(spec.model_path)
         self.multilingual = bool(self.pipeline.get_generation_config().is_multilingual)
 
@@ -65,12 +98,16 @@ class SpeechToText:
         prompt: str | None,
         temperature: float,
         timestamps: bool,
+        words: bool,
         max_new_tokens: int,
         on_delta: Callable[[str], bool],
     ) -> Transcript:
+        if words and not self.word_timestamps:
+            raise WordTimestampsError()
         config = self.pipeline.get_generation_config()
         config.max_new_tokens = max_new_tokens
         config.return_timestamps = timestamps
+        config.word_timestamps = words
         if self.multilingual:
             config.task = task
             if language is not None:
@@ -91,14 +128,18 @@ class SpeechToText:
         result = self.pipeline.generate(audio, config, streamer)
         text = result.texts[0] if result.texts else ""
         duration = len(audio) / 16_000
-        segments: list[tuple[float, float, str]] = []
-        for chunk in result.chunks or []:
-            start = max(0.0, float(chunk.start_ts))
-            # The last segment of a window may come without its end (-1): it ends with the audio.
-            end = float(chunk.end_ts) if chunk.end_ts >= start else duration
-            segments.append((round(start, 2), round(min(end, duration), 2), chunk.text))
+        segments = [_timed(chunk.start_ts, chunk.end_ts, chunk.text, duration) for chunk in result.chunks or []]
+        # OpenAI's words carry no surrounding spaces; the pipeline's keep Whisper's leading one.
+        timed_words = [_timed(word.start_ts, word.end_ts, word.word.strip(), duration) for word in result.words or []]
         detected = getattr(result, "language", None) or None
-        return Transcript(text, segments, language or _code(detected))
+        return Transcript(text, segments, [word for word in timed_words if word[2]], language or _code(detected))
+
+
+def _timed(start_ts: float, end_ts: float, text: str, duration: float) -> Timed:
+    start = min(max(0.0, float(start_ts)), duration)
+    # The last segment of a window may come without its end (-1): it ends with the audio.
+    end = float(end_ts) if end_ts >= start else duration
+    return round(start, 2), round(min(end, duration), 2), text
 
 
 class UnknownVoiceError(ValueError):

@@ -2,9 +2,9 @@
 
 ``ovserve export text_generation ...`` and ``scripts/export_model.py text_generation ...`` run this
 package (``embeddings_ov`` / ``rerank_ov``, aliases ``embeddings`` / ``rerank``: see
-:mod:`ovserve.export.retrieval`). It takes OVMS's ``export_model.py`` argument names and writes
-what that script writes, so the repository serves unchanged with ``ovserve serve --config_path``
-or with OVMS::
+:mod:`ovserve.export.retrieval`; ``speech2text`` / ``text2speech``: see :mod:`ovserve.export.speech`).
+It takes OVMS's ``export_model.py`` argument names and writes what that script writes, so the
+repository serves unchanged with ``ovserve serve --config_path`` or with OVMS::
 
     MODEL_REPOSITORY/config.json             {"mediapipe_config_list": [{"name", "base_path"}], ...}
     MODEL_REPOSITORY/<model_name>/           IR + openvino_{de,}tokenizer + HF configs + graph.pbtxt
@@ -79,6 +79,8 @@ from ovserve.export.repository import (
 from ovserve.export.retrieval import RETRIEVAL_COMMANDS, add_retrieval_arguments, export_retrieval
 from ovserve.export.retrieval import plan_from_args as retrieval_plan
 from ovserve.export.source import Source, check_disk, check_tokenizer, resolve_source
+from ovserve.export.speech import SPEECH_COMMANDS, add_speech_arguments, export_speech
+from ovserve.export.speech import plan_from_args as speech_plan
 from ovserve.export.verification import check_loads, ovserve_settings
 
 __all__ = [
@@ -97,8 +99,11 @@ __all__ = [
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    """Every export subcommand: ``text_generation``, ``embeddings_ov`` (``embeddings``), ``rerank_ov`` (``rerank``)."""
-    add_retrieval_arguments(arguments.add_export_arguments(parser))
+    """Every export subcommand: ``text_generation``, ``embeddings_ov`` (``embeddings``), ``rerank_ov``
+    (``rerank``), ``speech2text`` (``speech_to_text``), ``text2speech`` (``text_to_speech``)."""
+    tasks = arguments.add_export_arguments(parser)
+    add_retrieval_arguments(tasks)
+    add_speech_arguments(tasks)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -174,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.task in RETRIEVAL_COMMANDS:
             export_retrieval(retrieval_plan(args))
+        elif args.task in SPEECH_COMMANDS:
+            export_speech(speech_plan(args))
         else:
             export_text_generation(plan_from_args(args))
     except ExportError as exc:

@@ -36,6 +36,8 @@ from ovserve.export.source import Source
 
 TEXT_TASK = "text-generation-with-past"
 VLM_TASK = "image-text-to-text"
+# Text to speech (SpeechT5) has a tokenizer and no detokenizer: it writes audio, not text.
+TEXT_TO_AUDIO_TASK = "text-to-audio"
 OPTIMUM_MODELS_URL = "https://huggingface.co/docs/optimum-intel/openvino/models"
 
 # The checkpoint's own copies replace what the exporter re-saved: transformers 5 re-saves the
@@ -138,8 +140,17 @@ def export_environment(staging: Path) -> Iterator[None]:
         tempfile.tempdir = saved_tempdir
 
 
-def export_ir(source: Source, output: Path, task: str, weight_format: str, compression: Any, label: str) -> None:
-    """optimum-cli export openvino --weight-format F PARAMS --trust-remote-code, in-process."""
+def export_ir(
+    source: Source,
+    output: Path,
+    task: str,
+    weight_format: str,
+    compression: Any,
+    label: str,
+    model_kwargs: dict[str, Any] | None = None,
+) -> None:
+    """optimum-cli export openvino --weight-format F PARAMS --trust-remote-code [--model-kwargs JSON],
+    in-process (``model_kwargs``: SpeechT5's ``{"vocoder": ...}``)."""
     from optimum.exporters.openvino import main_export
     from optimum.exporters.openvino.__main__ import _main_quantize
     from optimum.intel import OVConfig
@@ -153,6 +164,8 @@ def export_ir(source: Source, output: Path, task: str, weight_format: str, compr
         # As OVMS's export_model.py: models such as phi3_v or internvl ship their own code.
         "trust_remote_code": True,
     }
+    if model_kwargs:
+        common["model_kwargs"] = model_kwargs
     started = time.monotonic()
     stage(f"{label}: converting {source.describe()} to OpenVINO IR ({task})")
     main_export(
@@ -201,7 +214,8 @@ def finalize_export(source: Source, output: Path, task: str) -> None:
             )
         (output / "preprocessor_config.json").write_text(json.dumps(image_processor, indent=2) + "\n")
 
-    missing = [name for name in ("openvino_tokenizer.xml", "openvino_detokenizer.xml") if not (output / name).exists()]
+    needed = ["openvino_tokenizer.xml", *([] if task == TEXT_TO_AUDIO_TASK else ["openvino_detokenizer.xml"])]
+    missing = [name for name in needed if not (output / name).exists()]
     if missing:
         raise ExportError(
             f"openvino-tokenizers could not convert the tokenizer of {source.describe()} "

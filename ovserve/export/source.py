@@ -34,7 +34,9 @@ DISK_MARGIN_BYTES = 256 * 1024**2
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 # Files that hold a tokenizer the openvino_tokenizers converter can read.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model", "qwen.tiktoken")
+TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model", "spm_char.model", "qwen.tiktoken"
+)  # fmt: skip
 
 
 @dataclass

@@ -349,13 +349,6 @@ def _retrieval_settings(graph_path: Path, text: str, task: str, options: Any) ->
             continue  # "" means the default device
         elif option == "voices":
             value = {voice.name: (graph_path.parent / voice.path).resolve() for voice in value}
-        elif option == "enable_word_timestamps":
-            if value:
-                raise GraphError(
-                    f"{graph_path}:{_line_of(text, option)}: field '{option}': word timestamps are an OVMS "
-                    "option ovserve does not support; remove it (segment timestamps are always available)"
-                )
-            continue
         settings.values[setting] = value
         settings.places[setting] = f"{graph_path}:{_line_of(text, option)}: field '{option}'"
     return settings

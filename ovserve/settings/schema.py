@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, RetrievalSettings, SchedulerSettings
+from ovserve.engine.speech import alignment_heads
 from ovserve.errors import first_complaint
 from ovserve.parsers import PARSER_OFF, REASONING_PARSERS, TOOL_PARSERS
 from ovserve.settings.flags import NOT_A_FLAG, REPEATABLE, SETTINGS_CONFIG, input_names
@@ -114,6 +115,11 @@ class ModelSettings(BaseModel):
         default_factory=dict,
         description="text_to_speech: the voices /audio/speech offers, as NAME=FILE,... (raw float32 speaker "
         "embeddings, as OVMS's graph 'voices'); default: every voices/NAME.bin in the model directory",
+    )
+    enable_word_timestamps: bool = Field(
+        default=False,
+        description="speech_to_text: load Whisper for word timestamps (timestamp_granularities[]=word); needs "
+        "alignment_heads in the model's generation_config.json; every request decodes somewhat slower",
     )
     max_tokens_limit: int | None = Field(default=None, ge=1, description="upper bound (and default) for max_tokens")
     best_of_limit: int = Field(default=20, ge=1, description="largest best_of / n a request may ask (OVMS default 20)")
@@ -196,6 +202,24 @@ class ModelSettings(BaseModel):
                 raise ValueError("a voice needs a name")
             if not path.is_file():
                 raise ValueError(f"voice '{name}': {path} does not exist")
+        return value
+
+    @field_validator("enable_word_timestamps")
+    @classmethod
+    def _word_timestamps_fit(cls, value: bool, info: ValidationInfo) -> bool:
+        task, path = info.data.get("task"), info.data.get("path")
+        if not value or path is None:
+            return value
+        if task != "speech_to_text":
+            # As other settings a task has no use for: said once, at load.
+            log.warning("%s: a %s model ignores enable_word_timestamps", info.data.get("source"), task)
+            return value
+        if not alignment_heads(path):
+            # The pipeline would load and then fail every request asking for words; say why once, at load.
+            raise ValueError(
+                "word timestamps need the cross-attention heads that align text to audio "
+                f"('alignment_heads' in {path / 'generation_config.json'}), and the model has none"
+            )
         return value
 
     @field_validator("path", "draft_path")
@@ -342,6 +366,7 @@ class ModelSettings(BaseModel):
             draft_scheduler=draft_scheduler,
             retrieval=self.retrieval,
             voices=self.voice_files(),
+            word_timestamps=self.enable_word_timestamps,
             max_input_tokens=self.max_input_tokens() if not self.pipeline_kind.generates else None,
             fault=EngineFault.from_environment(),  # the one place the test hook's variable is read
         )

@@ -4,9 +4,13 @@ Whisper's real shape where the pipeline depends on it (80 mel bins, 30 s windows
 1500 encoder positions, the special tokens ``<|startoftranscript|>``, languages, ``<|transcribe|>``,
 ``<|translate|>``, ``<|notimestamps|>`` and the 1501 timestamp tokens ``<|0.00|>``..``<|30.00|>`` right
 after it), tiny everywhere else (d_model 64, 2+2 layers). The text vocabulary is a byte-level BPE
-trained on the local stdlib sources (no download); the special tokens are appended after it in
-Whisper's order, and ``generation_config.json`` carries the ids the pipeline reads (``lang_to_id``,
-``task_to_id``, ``no_timestamps_token_id``, suppress lists).
+trained on the local stdlib sources (no download); the special tokens, ``<|endoftext|>`` first, are
+appended after it in Whisper's order (the pipeline's word timestamps take every id below
+``<|endoftext|>`` for text), and ``generation_config.json`` carries the ids the pipeline reads
+(``lang_to_id``, ``task_to_id``, ``no_timestamps_token_id``, suppress lists) and the
+``alignment_heads`` of word timestamps: every head of the last half of the decoder layers, Whisper's
+default for a model nobody measured. Only the "space + letters" tokens have output weights, so the
+greedy text is words (" make make ..."), which word timestamps split and time.
 
 Contract: ``WhisperSpec`` is a ``build.DemoModel``; the export (task
 ``automatic-speech-recognition-with-past``) is checked for the encoder, decoder and tokenizer IRs.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,12 +28,16 @@ from typing import Any, ClassVar
 from scripts.demo_models.common import SEED, read_json, require_files, write_json
 from scripts.demo_models.tokenizer import Tokenizers
 
-SPEECH_MODELS_VERSION = "ovserve-speech-models/1"
+# 2: <|endoftext|> after the text vocabulary (as in Whisper), alignment_heads in generation_config.json,
+# greedy text made of words.
+SPEECH_MODELS_VERSION = "ovserve-speech-models/2"
 TINY_WHISPER = "tiny-whisper"
 # Whisper's languages, a few of them (the ids follow this order); "en" first as in Whisper.
 LANGUAGES = ("en", "de", "fr", "es", "it", "pl", "zh", "ja")
 _BPE_VOCAB = 2000
 _TIMESTAMPS = 1501  # <|0.00|> .. <|30.00|> every 0.02 s
+# The tokens tiny-whisper writes: byte-level BPE's "Ġ" (a space) then letters, i.e. one word each.
+_WORD_TOKEN = re.compile(r"Ġ[A-Za-z]+")
 
 
 def _corpus() -> list[str]:
@@ -46,7 +55,7 @@ def build_whisper_tokenizer(out_dir: Path) -> Path:
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=_BPE_VOCAB,
-        special_tokens=["<|endoftext|>"],
+        special_tokens=[],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         min_frequency=2,
         show_progress=False,
@@ -54,6 +63,7 @@ def build_whisper_tokenizer(out_dir: Path) -> Path:
     backend.train_from_iterator(_corpus(), trainer)
     model = json.loads(backend.to_str())["model"]
     specials = [
+        "<|endoftext|>",
         "<|startoftranscript|>",
         *[f"<|{language}|>" for language in LANGUAGES],
         "<|translate|>",
@@ -125,21 +135,26 @@ class WhisperSpec:
             "suppress_tokens": [],
         }
         model = WhisperForConditionalGeneration(WhisperConfig(**shape)).eval()
+        vocab: dict[str, int] = tokenizer.get_vocab()
+        words = [index for token, index in vocab.items() if _WORD_TOKEN.fullmatch(token)]
         with torch.no_grad():
-            # Wider output weights than the default init: greedy decoding then writes varied text
-            # instead of one token until max_new_tokens.
+            # Wider output weights than the default init, so the greedy pick does not hover near 0.
             model.proj_out.weight.normal_(0.0, 0.5)
             # proj_out is tied to the decoder's embeddings: a zero row gives a token a logit of 0
-            # whatever the state, below the best of ~2000 random ones. Zeroed for every special token
-            # (<|endoftext|>, languages, tasks, timestamps...): greedy output is then never empty and
-            # never only markers; where the pipeline needs them it forces them (the task and
-            # timestamp tokens), and language detection, all equal, picks the first ("en").
-            for index in ids.values():
-                model.proj_out.weight[index] = 0.0
+            # whatever the state, below the best of the random ones. Zeroed for every token but the
+            # "space + letters" ones: the special tokens (<|endoftext|>, languages, tasks,
+            # timestamps...), so greedy output is never empty and never only markers (where the
+            # pipeline needs them it forces them: the task and timestamp tokens; language
+            # detection, all equal, picks the first, "en"); and the other text tokens, so the text
+            # is words separated by spaces (" self self ..."), which word timestamps split and time.
+            kept = torch.zeros(len(tokenizer), dtype=torch.bool)
+            kept[words] = True
+            model.proj_out.weight[~kept] = 0.0
         model.save_pretrained(str(hf_dir))
         tokenizer.save_pretrained(str(hf_dir))
         WhisperFeatureExtractor(feature_size=80).save_pretrained(str(hf_dir))
-        write_json(hf_dir / "generation_config.json", _generation_config(ids))
+        heads = [[layer, head] for layer in range(self.layers // 2, self.layers) for head in range(self.heads)]
+        write_json(hf_dir / "generation_config.json", _generation_config(ids, tokenizer.get_vocab().get("Ġ"), heads))
         return hf_dir
 
     def finalize(self, tokenizer_dir: Path, hf_dir: Path, ov_dir: Path) -> None:
@@ -162,14 +177,16 @@ def _special_ids(tokenizer: Any) -> dict[str, int]:
     return {token: index for token, index in vocab.items() if token.startswith("<|") and token.endswith("|>")}
 
 
-def _generation_config(ids: dict[str, int]) -> dict[str, Any]:
+def _generation_config(ids: dict[str, int], space: int | None, alignment_heads: list[list[int]]) -> dict[str, Any]:
     eot = ids["<|endoftext|>"]
     return {
+        "alignment_heads": alignment_heads,
         "bos_token_id": eot,
         "eos_token_id": eot,
         "pad_token_id": eot,
         "decoder_start_token_id": ids["<|startoftranscript|>"],
-        "begin_suppress_tokens": [220, eot] if eot > 220 else [eot],
+        # As Whisper: no transcript starts with a bare space or ends at once.
+        "begin_suppress_tokens": [eot] if space is None else [space, eot],
         "suppress_tokens": [],
         "is_multilingual": True,
         "lang_to_id": {f"<|{language}|>": ids[f"<|{language}|>"] for language in LANGUAGES},

@@ -1,5 +1,6 @@
 """OVMS speech-to-text graphs (S2tCalculatorOptions, and the older SttCalculatorOptions) load as
-speech_to_text models; what ovserve cannot do is refused with the file, line and field named."""
+speech_to_text models, ``enable_word_timestamps`` included; what ovserve cannot do is refused with
+the file, line and field named."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from ovserve.engine.spec import PipelineKind
 from ovserve.settings.graph import GraphError
-from ovserve.settings.schema import models_from_config
+from ovserve.settings.schema import ModelSettings, models_from_config
 
 # OVMS's documented graph (docs/speech_to_text), its options left as written there.
 S2T_GRAPH = """input_stream: "HTTP_REQUEST_PAYLOAD:input"
@@ -76,7 +77,6 @@ def test_older_stt_graph_names_the_device_device(speech_models: dict[str, Path],
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        ('      models_path: "MODEL"\n      enable_word_timestamps: true', "enable_word_timestamps"),
         ('      models_path: "MODEL"\n      language: "en"', "language"),
         ('      target_device: "CPU"', "models_path"),
     ],
@@ -88,3 +88,39 @@ def test_speech_graph_mistakes_name_the_option(
     with pytest.raises(GraphError) as raised:
         models_from_config(config)
     assert "graph.pbtxt" in str(raised.value) and words in str(raised.value), raised.value
+
+
+def test_word_timestamps_graph_builds_the_pipeline_for_words(speech_models: dict[str, Path], tmp_path: Path) -> None:
+    options = f'      models_path: "{speech_models["tiny-whisper"]}",\n      enable_word_timestamps: true,'
+    (model,) = models_from_config(_config(tmp_path, options))
+    assert model.enable_word_timestamps and model.engine_spec().word_timestamps
+
+
+def _model_without_alignment_heads(directory: Path) -> Path:
+    """Enough of a Whisper export for the settings (they check files, not weights), and no alignment_heads."""
+    directory.mkdir()
+    for name in ("openvino_encoder_model.xml", "openvino_decoder_model.xml", "openvino_tokenizer.xml"):
+        (directory / name).write_text("")
+    (directory / "generation_config.json").write_text(json.dumps({"lang_to_id": {"<|en|>": 5}}))
+    return directory
+
+
+def test_word_timestamps_of_a_model_without_alignment_heads_name_the_line(tmp_path: Path) -> None:
+    model_dir = _model_without_alignment_heads(tmp_path / "no-heads")
+    config = _config(tmp_path, f'      models_path: "{model_dir}",\n      enable_word_timestamps: true,')
+    with pytest.raises(GraphError) as raised:
+        models_from_config(config)
+    message = str(raised.value)
+    assert "graph.pbtxt:" in message and "field 'enable_word_timestamps'" in message, message
+    assert "alignment_heads" in message and str(model_dir / "generation_config.json") in message
+
+
+def test_word_timestamps_flag_of_another_task_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model_dir = _model_without_alignment_heads(tmp_path / "model")
+    settings = ModelSettings.model_validate(
+        {"model_name": "m", "model_path": model_dir, "task": "embeddings", "enable_word_timestamps": True}
+    )
+    assert settings.pipeline_kind is PipelineKind.EMBEDDINGS
+    assert "a embeddings model ignores enable_word_timestamps" in caplog.text

@@ -3,7 +3,8 @@
 Contract:
 
 - :meth:`AudioService.prepare` finds the model (a 400 unless it serves speech_to_text), checks the
-  language against the model's own (``lang_to_id`` of its generation_config.json), and decodes the
+  language against the model's own (``lang_to_id`` of its generation_config.json) and word
+  timestamps against its engine (loaded with ``enable_word_timestamps`` or not), and decodes the
   upload (``ovserve.core.audio``) on a worker thread, at most :data:`DECODE_SLOTS` at a time so
   that concurrent uploads cannot multiply the decoder's memory; every problem with the audio is a
   400 naming it.
@@ -28,7 +29,7 @@ from ovserve.core.audio import DecodedAudio, decode_audio
 from ovserve.dialects.openai.audio.request import AudioRequest
 from ovserve.engine.messages import TranscribeRequest, TranscribeResult
 from ovserve.engine.speech import model_languages
-from ovserve.errors import BadRequestError, TooManyRequestsError
+from ovserve.errors import BadRequestError, TooManyRequestsError, UnsupportedParameterError
 from ovserve.models.served import ModelRegistry, ServedModel
 
 TASK = "speech_to_text"
@@ -91,6 +92,12 @@ class AudioService:
 
     async def prepare(self, request: AudioRequest) -> AudioJob:
         model = self._model(request.model)
+        if request.words and not model.spec.word_timestamps:
+            raise UnsupportedParameterError(
+                f"model '{model.name}' was not loaded with word timestamps; serve it with "
+                "--enable_word_timestamps (a graph: enable_word_timestamps: true), or ask for 'segment'",
+                param="timestamp_granularities[]",
+            )
         if request.language is not None:
             languages = self._languages.get(model.name)
             if languages is None:
@@ -119,6 +126,7 @@ class AudioService:
                 request.prompt,
                 request.temperature,
                 request.timestamps,
+                request.words,
                 job.max_new_tokens,
             )
 

@@ -3,8 +3,13 @@
 Contract: :func:`parse_form` turns the form's fields into an :class:`AudioRequest` or raises a
 :class:`~ovserve.errors.BadRequestError` naming the field. Fields the server does not use
 (``include[]``, ``chunking_strategy``, ``known_speaker_*``) are accepted and logged, as unknown
-JSON fields are elsewhere; a field that asks for something the server cannot do (word timestamps,
-a stream of a translation or of segments) is refused rather than silently dropped.
+JSON fields are elsewhere; a field that asks for something the server cannot do (a stream of a
+translation or of segments, word timestamps of a translation) is refused rather than silently dropped.
+
+``timestamp_granularities[]`` follows OpenAI: it needs ``response_format`` ``verbose_json`` (else a
+400); without it, or with ``segment``, the answer has segments; with ``word`` it has words (whether
+the model can is the service's check: its engine must have been loaded with word timestamps);
+with both, both.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from multidict import MultiDictProxy
 
@@ -22,6 +27,8 @@ from ovserve.errors import BadRequestError, UnsupportedParameterError
 log = logging.getLogger(__name__)
 
 ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt"]
+Granularity = Literal["segment", "word"]
+GRANULARITIES: tuple[Granularity, ...] = ("segment", "word")
 RESPONSE_FORMATS: tuple[ResponseFormat, ...] = ("json", "text", "srt", "verbose_json", "vtt")
 # Formats that carry segment timestamps.
 TIMED_FORMATS = frozenset({"srt", "verbose_json", "vtt"})
@@ -54,10 +61,19 @@ class AudioRequest:
     temperature: float
     response_format: ResponseFormat
     stream: bool
+    granularities: frozenset[Granularity] = frozenset()
 
     @property
     def timestamps(self) -> bool:
+        """Segment timestamps wanted: srt, vtt, and verbose_json unless it asked for words only."""
+        if self.response_format == "verbose_json" and self.granularities:
+            return "segment" in self.granularities
         return self.response_format in TIMED_FORMATS
+
+    @property
+    def words(self) -> bool:
+        """Word timestamps wanted (verbose_json's ``words``)."""
+        return "word" in self.granularities
 
 
 def _text(form: MultiDictProxy[object], name: str) -> str | None:
@@ -121,18 +137,20 @@ def parse_form(form: MultiDictProxy[object], task: Literal["transcribe", "transl
             param="response_format",
         )
 
-    granularities = [*form.getall("timestamp_granularities[]", []), *form.getall("timestamp_granularities", [])]
-    for granularity in granularities:
-        if granularity not in ("segment", "word"):
+    granularities: set[Granularity] = set()
+    for granularity in [*form.getall("timestamp_granularities[]", []), *form.getall("timestamp_granularities", [])]:
+        if granularity in GRANULARITIES:
+            granularities.add(cast(Granularity, granularity))
+        else:
             raise BadRequestError(
                 f"'timestamp_granularities[]' takes 'segment' or 'word', got {str(granularity)[:40]!r}",
                 param="timestamp_granularities[]",
             )
-        if granularity == "word":
-            raise UnsupportedParameterError(
-                "word timestamps are not supported by this server; ask for 'segment'",
-                param="timestamp_granularities[]",
-            )
+    if "word" in granularities and task == "translate":
+        # The words would be English ones aligned to speech in another language.
+        raise UnsupportedParameterError(
+            "word timestamps are for transcriptions, not translations", param="timestamp_granularities[]"
+        )
     if granularities and response_format != "verbose_json":
         raise BadRequestError(
             "'timestamp_granularities[]' needs response_format 'verbose_json'", param="timestamp_granularities[]"
@@ -166,4 +184,5 @@ def parse_form(form: MultiDictProxy[object], task: Literal["transcribe", "transl
         temperature=temperature,
         response_format=response_format,
         stream=stream,
+        granularities=frozenset(granularities),
     )

@@ -3,7 +3,8 @@
 Contract: :func:`render` gives (body, content type) for a finished transcript: ``json`` is
 ``{"text", "usage"}``, ``text`` the bare text, ``srt``/``vtt`` subtitles of the segments,
 ``verbose_json`` OpenAI's object with ``task``, ``language`` (its English name), ``duration``,
-``segments`` and ``usage``. ``usage`` is OpenAI's duration usage: the audio's seconds, rounded up.
+``segments`` (unless only word timestamps were asked), ``words`` (``{word, start, end}``, when
+asked) and ``usage``. ``usage`` is OpenAI's duration usage: the audio's seconds, rounded up.
 Stream events are :func:`delta_event` and :func:`done_event`.
 """
 
@@ -14,6 +15,7 @@ import math
 from typing import Any
 
 from ovserve.dialects.openai.audio.request import AudioRequest
+from ovserve.engine.messages import TranscribeResult
 
 # Whisper's language names (OpenAI's verbose_json names the language in English, lower case).
 LANGUAGE_NAMES = {
@@ -58,16 +60,16 @@ def vtt(text: str, segments: list[Segment], seconds: float) -> str:
     return "WEBVTT\n\n" + "\n".join(cues)
 
 
-def verbose(
-    request: AudioRequest, text: str, segments: list[Segment], seconds: float, language: str | None
-) -> dict[str, Any]:
-    code = language or "en"
-    return {
+def verbose(request: AudioRequest, result: TranscribeResult, seconds: float) -> dict[str, Any]:
+    code = result.language or "en"
+    body: dict[str, Any] = {
         "task": "translate" if request.task == "translate" else "transcribe",
         "language": LANGUAGE_NAMES.get(code, code) if request.task == "transcribe" else "english",
         "duration": round(seconds, 3),
-        "text": text,
-        "segments": [
+        "text": result.text,
+    }
+    if request.timestamps:
+        body["segments"] = [
             {
                 "id": index,
                 "seek": 0,
@@ -81,15 +83,16 @@ def verbose(
                 "compression_ratio": 1.0,
                 "no_speech_prob": 0.0,
             }
-            for index, (start, end, part) in enumerate(_segments_or_whole(text, segments, seconds))
-        ],
-        "usage": usage(seconds),
-    }
+            for index, (start, end, part) in enumerate(_segments_or_whole(result.text, result.segments, seconds))
+        ]
+    if request.words:
+        body["words"] = [{"word": word, "start": start, "end": end} for start, end, word in result.words]
+    body["usage"] = usage(seconds)
+    return body
 
 
-def render(
-    request: AudioRequest, text: str, segments: list[Segment], seconds: float, language: str | None
-) -> tuple[str, str]:
+def render(request: AudioRequest, result: TranscribeResult, seconds: float) -> tuple[str, str]:
+    text, segments = result.text, result.segments
     match request.response_format:
         case "text":
             return text, "text/plain"
@@ -98,9 +101,7 @@ def render(
         case "vtt":
             return vtt(text, segments, seconds), "text/vtt"
         case "verbose_json":
-            return json.dumps(
-                verbose(request, text, segments, seconds, language), ensure_ascii=False
-            ), "application/json"
+            return json.dumps(verbose(request, result, seconds), ensure_ascii=False), "application/json"
         case _:
             return json.dumps({"text": text, "usage": usage(seconds)}, ensure_ascii=False), "application/json"
 
