@@ -58,6 +58,7 @@ from ovserve.engine.messages import (
 )
 from ovserve.engine.restarts import RestartPolicy
 from ovserve.engine.spec import EngineSpec
+from ovserve.engine.watchdog import StallWatch
 from ovserve.errors import BadRequestError, EngineError, OvserveError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ class EngineClient:
         log_level: int = logging.INFO,
         launcher: EngineLauncher = spawn_engine,
         stall_timeout: float,
+        step_timeout: float,
     ) -> None:
         self.spec = spec
         self.state = EngineState.STOPPED
@@ -117,13 +119,12 @@ class EngineClient:
         self.restarts = 0
         self.start_failures = 0  # attempts that ended before the engine was ready
         self.stalls = 0
-        self.stall_timeout = stall_timeout
         # The engine's last Heartbeat, and when it came: what /metrics reports without asking.
         self.last_report: EngineStats | None = None
         self.last_report_at: float | None = None
-        # When the engine last showed it was alive (any event counts: it reports at least once a
-        # second, idle or busy).
-        self._last_progress = time.monotonic()
+        # Whether the engine is alive: its events (it reports at least once a second between steps)
+        # and its CPU time (a long step works in silence), judged by ovserve.engine.watchdog.
+        self._stall_watch = StallWatch(stall_timeout, step_timeout, time.monotonic())
         self._watchdog: asyncio.Task[None] | None = None
         self.pid: int | None = None
         self._log_level = log_level
@@ -131,7 +132,6 @@ class EngineClient:
         self._process: EngineProcess | None = None
         self._conn: PipeChannel | None = None
         self._outbox: queue.SimpleQueue[Command | None] = queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
         self._streams: dict[int, asyncio.Queue[_StreamItem]] = {}
         self._stats_waiters: dict[int, asyncio.Future[EngineStats]] = {}
         self._ready: asyncio.Future[None] | None = None
@@ -203,13 +203,9 @@ class EngineClient:
         parent_conn, self._process = self._launcher(self.spec, self._log_level)
         self._conn = parent_conn
         self._outbox = queue.SimpleQueue()
-        self._writer = threading.Thread(
-            target=self._write_loop,
-            args=(parent_conn, self._outbox),
-            daemon=True,
-            name="ovserve-engine-writer",
-        )
-        self._writer.start()
+        writer = threading.Thread(target=self._write_loop, args=(parent_conn, self._outbox), daemon=True)
+        writer.name = "ovserve-engine-writer"
+        writer.start()
         loop.add_reader(parent_conn.fileno(), self._on_readable)
         try:
             await self._ready
@@ -217,8 +213,9 @@ class EngineClient:
             self._stop_process()
             raise
         self.state = EngineState.READY
-        self._last_progress = time.monotonic()
-        self._restarts.became_ready(started, self._last_progress)
+        ready_at = time.monotonic()
+        self._restarts.became_ready(started, ready_at)
+        self._stall_watch.restart(ready_at)
         if self._watchdog is None:
             self._watchdog = loop.create_task(self._watch(), name=f"watchdog-{self.spec.name}")
         log.info(
@@ -300,7 +297,7 @@ class EngineClient:
             return
         try:
             for events in conn.receive_ready():
-                self._last_progress = time.monotonic()
+                self._stall_watch.heard(time.monotonic())
                 for event in events:
                     self._dispatch(event)
         except (EOFError, OSError):
@@ -363,28 +360,24 @@ class EngineClient:
     # -- stall watchdog ---------------------------------------------------------------------
 
     async def _watch(self) -> None:
-        """Kill and restart an engine that shows no sign of life for ``stall_timeout``.
-
-        An engine reports at least once a second, idle or busy (and outputs as it makes them), so
-        silence means a hung step or a stopped process (OVMS #4503 left such a server "ready"
-        forever). Readiness turns 503 and the clients in flight get an error at once; a request
-        that arrives meanwhile is refused at once instead of waiting for a dead engine.
-        """
-        interval = min(1.0, self.stall_timeout / 4)
+        """Kill and restart an engine that stalled (``ovserve.engine.watchdog`` tells a hung engine
+        from one in a long step). Readiness turns 503 and the requests in flight get an error at once;
+        a request that arrives meanwhile is refused at once instead of waiting for a dead engine."""
+        interval = min(1.0, self._stall_watch.stall_timeout / 4)
         while not self._closing:
             await asyncio.sleep(interval)
-            silent_for = time.monotonic() - self._last_progress
-            if self.ready and silent_for > self.stall_timeout:
-                self._on_stall(silent_for)
-
-    def _on_stall(self, silent_for: float) -> None:
-        self.stalls += 1
-        log.error(
-            "engine of %r (pid %s) gave no sign of life for %.1f s with %d request(s) in flight "
-            "(--engine_stall_timeout %g s); failing them, killing and restarting the engine",
-            self.spec.name, self.pid, silent_for, len(self._streams), self.stall_timeout,
-        )  # fmt: skip
-        self._replace("the engine stopped making progress; retry the request", code="engine_stalled")
+            if not self.ready or self._process is None:
+                continue
+            finding = self._stall_watch.check(time.monotonic(), self._process.sample())
+            if finding is None:
+                continue
+            engine = f"engine of {self.spec.name!r} (pid {self.pid}) {finding.why}"
+            if not finding.stalled:
+                log.warning("%s; %d request(s) in flight; left alone while it works", engine, self.inflight)
+                continue
+            self.stalls += 1
+            log.error("%s; failing %d request(s) in flight, killing and restarting the engine", engine, self.inflight)
+            self._replace("the engine stopped making progress; retry the request", code="engine_stalled")
 
     async def _restart(self) -> None:
         if self._process is not None:
