@@ -19,7 +19,6 @@ import contextlib
 import enum
 import itertools
 import logging
-import math
 import queue
 import threading
 import time
@@ -57,7 +56,9 @@ from ovserve.engine.messages import (
     TranscribeResult,
     TranscriptDelta,
 )
+from ovserve.engine.restarts import RestartPolicy
 from ovserve.engine.spec import EngineSpec
+from ovserve.engine.watchdog import StallWatch
 from ovserve.errors import BadRequestError, EngineError, OvserveError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -65,17 +66,6 @@ log = logging.getLogger(__name__)
 # Request ids are unique across all engines and restarts: the engine breaks on duplicates.
 _request_ids = itertools.count(1)
 
-# A start that fails (the pipeline cannot load, the process dies while loading) is tried again
-# after a delay that doubles with each failure in a row, up to a cap: a model that can never load
-# costs one attempt a minute, not a tight loop of loads and log lines.
-_RETRY_FIRST_DELAY_S = 1.0
-_RETRY_MAX_DELAY_S = 60.0
-# An engine that dies sooner than this after it became ready counts as a failed start (an OOM under
-# its first load, a crash at the first request): its restart waits like a failed start's. One that
-# served longer is restarted at once.
-_HEALTHY_AFTER_S = 60.0
-# How long a load is assumed to take before one has been measured (for Retry-After).
-_ASSUMED_LOAD_S = 5.0
 # How long an unloaded engine may take to exit once its pipe closed, before it is killed.
 _EXIT_WAIT_S = 10.0
 
@@ -120,6 +110,7 @@ class EngineClient:
         log_level: int = logging.INFO,
         launcher: EngineLauncher = spawn_engine,
         stall_timeout: float,
+        step_timeout: float,
     ) -> None:
         self.spec = spec
         self.state = EngineState.STOPPED
@@ -128,13 +119,12 @@ class EngineClient:
         self.restarts = 0
         self.start_failures = 0  # attempts that ended before the engine was ready
         self.stalls = 0
-        self.stall_timeout = stall_timeout
         # The engine's last Heartbeat, and when it came: what /metrics reports without asking.
         self.last_report: EngineStats | None = None
         self.last_report_at: float | None = None
-        # When the engine last showed it was alive (any event counts: it reports at least once a
-        # second, idle or busy).
-        self._last_progress = time.monotonic()
+        # Whether the engine is alive: its events (it reports at least once a second between steps)
+        # and its CPU time (a long step works in silence), judged by ovserve.engine.watchdog.
+        self._stall_watch = StallWatch(stall_timeout, step_timeout, time.monotonic())
         self._watchdog: asyncio.Task[None] | None = None
         self.pid: int | None = None
         self._log_level = log_level
@@ -142,18 +132,13 @@ class EngineClient:
         self._process: EngineProcess | None = None
         self._conn: PipeChannel | None = None
         self._outbox: queue.SimpleQueue[Command | None] = queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
         self._streams: dict[int, asyncio.Queue[_StreamItem]] = {}
         self._stats_waiters: dict[int, asyncio.Future[EngineStats]] = {}
         self._ready: asyncio.Future[None] | None = None
         self._restart_task: asyncio.Task[None] | None = None
         self._closing = False
         self._launches = 0
-        # Failed starts in a row (an early death counts): the exponent of the next delay.
-        self._failures_in_a_row = 0
-        self._ready_since: float | None = None
-        self._next_attempt_at: float | None = None  # while waiting to retry a failed start
-        self._load_seconds = _ASSUMED_LOAD_S  # the last load's duration, for Retry-After
+        self._restarts = RestartPolicy()  # when the next start is due, and Retry-After
         self.last_failure: str | None = None  # why the last start failed (the 503 of a failed load says it)
         self._after_unload = False  # the next start loads an unloaded model: not a restart
 
@@ -169,7 +154,7 @@ class EngineClient:
                 return
             except RuntimeError as exc:
                 self._on_failed_start(exc)
-            await self._wait_before_next_attempt()
+            await self._restarts.wait()
 
     async def load_once(self) -> None:
         """One start, for a load on demand: returns once the engine is ready; a start that fails
@@ -183,38 +168,23 @@ class EngineClient:
 
     def backoff_remaining(self) -> float:
         """Seconds before a failed model may be tried again (0 when it may be tried now)."""
-        if self.state is not EngineState.FAILED or self._next_attempt_at is None:
-            return 0.0
-        return max(0.0, self._next_attempt_at - time.monotonic())
+        return self._restarts.remaining(time.monotonic()) if self.state is EngineState.FAILED else 0.0
 
     @property
     def load_seconds(self) -> float:
         """How long the last successful load took (an assumed figure before the first)."""
-        return self._load_seconds
+        return self._restarts.load_seconds
 
     def _on_failed_start(self, exc: RuntimeError) -> None:
         self.start_failures += 1
-        self._failures_in_a_row += 1
         self.state = EngineState.FAILED
-        delay = self._retry_delay()
-        self._next_attempt_at = time.monotonic() + delay
+        delay = self._restarts.start_failed(time.monotonic())
         reason = " ".join(str(exc).split())  # OpenVINO's messages span lines: one log line per attempt
         self.last_failure = reason
         log.error(
             "model %r could not start (attempt %d in a row): %s; next attempt in %.0f s",
-            self.spec.name, self._failures_in_a_row, reason, delay,
+            self.spec.name, self._restarts.failures_in_a_row, reason, delay,
         )  # fmt: skip
-
-    def _retry_delay(self) -> float:
-        """The wait before the next start: doubling with each failure in a row, capped."""
-        if self._failures_in_a_row == 0:
-            return 0.0
-        return min(_RETRY_MAX_DELAY_S, _RETRY_FIRST_DELAY_S * 2.0 ** (self._failures_in_a_row - 1))
-
-    async def _wait_before_next_attempt(self) -> None:
-        if self._next_attempt_at is not None:
-            await asyncio.sleep(max(0.0, self._next_attempt_at - time.monotonic()))
-        self._next_attempt_at = None
 
     async def start(self) -> None:
         """One start: spawn the engine and wait until its pipeline is loaded; raises RuntimeError
@@ -233,13 +203,9 @@ class EngineClient:
         parent_conn, self._process = self._launcher(self.spec, self._log_level)
         self._conn = parent_conn
         self._outbox = queue.SimpleQueue()
-        self._writer = threading.Thread(
-            target=self._write_loop,
-            args=(parent_conn, self._outbox),
-            daemon=True,
-            name="ovserve-engine-writer",
-        )
-        self._writer.start()
+        writer = threading.Thread(target=self._write_loop, args=(parent_conn, self._outbox), daemon=True)
+        writer.name = "ovserve-engine-writer"
+        writer.start()
         loop.add_reader(parent_conn.fileno(), self._on_readable)
         try:
             await self._ready
@@ -247,17 +213,15 @@ class EngineClient:
             self._stop_process()
             raise
         self.state = EngineState.READY
-        self._ready_since = self._last_progress = time.monotonic()
-        self._load_seconds = self._ready_since - started
+        ready_at = time.monotonic()
+        self._restarts.became_ready(started, ready_at)
+        self._stall_watch.restart(ready_at)
         if self._watchdog is None:
             self._watchdog = loop.create_task(self._watch(), name=f"watchdog-{self.spec.name}")
         log.info(
             "model %r ready on %s (pid %s, loaded in %.1f s)",
-            self.spec.name,
-            self.spec.device,
-            self.pid,
-            self._load_seconds,
-        )
+            self.spec.name, self.spec.device, self.pid, self._restarts.load_seconds,
+        )  # fmt: skip
 
     async def unload(self) -> None:
         """End the engine process on purpose (idle, evicted, unloaded through the API, removed from
@@ -270,8 +234,7 @@ class EngineClient:
         self._restart_task = self._watchdog = None
         self.state = EngineState.UNLOADED
         self._after_unload = True
-        self._next_attempt_at = None
-        self._failures_in_a_row = 0
+        self._restarts.forget()
         unloaded = f"model '{self.spec.name}' was unloaded; retry the request"
         self._fail_all(ServiceUnavailableError(unloaded, code="model_unloaded", retry_after=1))
         process, self._process = self._process, None
@@ -334,7 +297,7 @@ class EngineClient:
             return
         try:
             for events in conn.receive_ready():
-                self._last_progress = time.monotonic()
+                self._stall_watch.heard(time.monotonic())
                 for event in events:
                     self._dispatch(event)
         except (EOFError, OSError):
@@ -381,19 +344,15 @@ class EngineClient:
         log.error(
             "engine process of %r died (pid %s, exit code %s, %.0f s after it was ready); failing %d in-flight "
             "request(s) and restarting it",
-            self.spec.name, self.pid, exitcode, self._ready_for(), len(self._streams),
+            self.spec.name, self.pid, exitcode, self._restarts.ready_for(time.monotonic()), len(self._streams),
         )  # fmt: skip
         self._replace("the engine process died while serving this request; retry the request", code="engine_died")
-
-    def _ready_for(self) -> float:
-        return time.monotonic() - (self._ready_since or 0.0)
 
     def _replace(self, message: str, *, code: str) -> None:
         """Fail every request in flight with a retryable 503 and start a new engine process, at
         once if this one had served a while, else after the delay of a failed start."""
         self.state = EngineState.RESTARTING  # readiness turns 503 now
-        self._failures_in_a_row = self._failures_in_a_row + 1 if self._ready_for() < _HEALTHY_AFTER_S else 0
-        self._next_attempt_at = time.monotonic() + self._retry_delay()
+        self._restarts.engine_lost(time.monotonic())
         self._fail_all(ServiceUnavailableError(message, code=code, retry_after=self.retry_after()))
         self._stop_process()
         self._restart_task = asyncio.get_running_loop().create_task(self._restart())
@@ -401,40 +360,34 @@ class EngineClient:
     # -- stall watchdog ---------------------------------------------------------------------
 
     async def _watch(self) -> None:
-        """Kill and restart an engine that shows no sign of life for ``stall_timeout``.
-
-        An engine reports at least once a second, idle or busy (and outputs as it makes them), so
-        silence means a hung step or a stopped process (OVMS #4503 left such a server "ready"
-        forever). Readiness turns 503 and the clients in flight get an error at once; a request
-        that arrives meanwhile is refused at once instead of waiting for a dead engine.
-        """
-        interval = min(1.0, self.stall_timeout / 4)
+        """Kill and restart an engine that stalled (``ovserve.engine.watchdog`` tells a hung engine
+        from one in a long step). Readiness turns 503 and the requests in flight get an error at once;
+        a request that arrives meanwhile is refused at once instead of waiting for a dead engine."""
+        interval = min(1.0, self._stall_watch.stall_timeout / 4)
         while not self._closing:
             await asyncio.sleep(interval)
-            silent_for = time.monotonic() - self._last_progress
-            if self.ready and silent_for > self.stall_timeout:
-                self._on_stall(silent_for)
-
-    def _on_stall(self, silent_for: float) -> None:
-        self.stalls += 1
-        log.error(
-            "engine of %r (pid %s) gave no sign of life for %.1f s with %d request(s) in flight "
-            "(--engine_stall_timeout %g s); failing them, killing and restarting the engine",
-            self.spec.name, self.pid, silent_for, len(self._streams), self.stall_timeout,
-        )  # fmt: skip
-        self._replace("the engine stopped making progress; retry the request", code="engine_stalled")
+            if not self.ready or self._process is None:
+                continue
+            finding = self._stall_watch.check(time.monotonic(), self._process.sample())
+            if finding is None:
+                continue
+            engine = f"engine of {self.spec.name!r} (pid {self.pid}) {finding.why}"
+            if not finding.stalled:
+                log.warning("%s; %d request(s) in flight; left alone while it works", engine, self.inflight)
+                continue
+            self.stalls += 1
+            log.error("%s; failing %d request(s) in flight, killing and restarting the engine", engine, self.inflight)
+            self._replace("the engine stopped making progress; retry the request", code="engine_stalled")
 
     async def _restart(self) -> None:
         if self._process is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._process.join, 5.0)
-        await self._wait_before_next_attempt()
+        await self._restarts.wait()
         await self.keep_started()
 
     def retry_after(self) -> int:
-        """Seconds until this model is expected to serve again: the wait for its next start, if
-        one is pending, plus a load as long as its last one."""
-        waiting = 0.0 if self._next_attempt_at is None else max(0.0, self._next_attempt_at - time.monotonic())
-        return max(1, math.ceil(waiting + self._load_seconds))
+        """Seconds until this model is expected to serve again (``ovserve.engine.restarts``)."""
+        return self._restarts.retry_after(time.monotonic())
 
     def _fail_all(self, error: BaseException) -> None:
         streams, self._streams = self._streams, {}

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable
+from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Protocol
 
 from ovserve.engine.channel import PipeChannel, engine_channel
 from ovserve.engine.spec import EngineSpec
+from ovserve.engine.watchdog import ProcessSample, read_process_sample
 
 
 class EngineProcess(Protocol):
@@ -26,6 +29,11 @@ class EngineProcess(Protocol):
     def join(self, timeout: float | None = None) -> None: ...
 
     def kill(self) -> None: ...
+
+    def sample(self) -> ProcessSample | None:
+        """Its run state and the CPU time it used so far (the stall watchdog's evidence of work);
+        None when that cannot be read."""
+        ...
 
 
 EngineLauncher = Callable[[EngineSpec, int], tuple[PipeChannel, EngineProcess]]
@@ -50,4 +58,31 @@ def spawn_engine(spec: EngineSpec, log_level: int) -> tuple[PipeChannel, EngineP
     )
     process.start()
     engine_side.close()  # so that the child's death shows up as EOF here
-    return server_side, process
+    return server_side, SpawnedEngine(process)
+
+
+class SpawnedEngine:
+    """A spawned engine process (:class:`EngineProcess`): ``multiprocessing``'s process, and its
+    ``/proc/<pid>/stat`` (all its threads' CPU time) for the watchdog."""
+
+    def __init__(self, process: BaseProcess) -> None:
+        self._process = process
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._process.exitcode
+
+    def is_alive(self) -> bool:
+        return self._process.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._process.join(timeout)
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def sample(self) -> ProcessSample | None:
+        # The watchdog samples only an engine it is attached to: a dead one's pipe reports EOF and
+        # detaches it long before its pid could be handed to another process.
+        pid = self._process.pid
+        return None if pid is None else read_process_sample(Path(f"/proc/{pid}/stat"))

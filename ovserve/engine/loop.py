@@ -3,8 +3,9 @@ the one place commands are drained from that queue, sending events, the heartbea
 the messages a client is told when the engine ends its request.
 
 Contract for a loop (``continuous``, ``stateful``, ``retrieval_loop``): only its own thread touches
-the pipeline; it reports (a ``Heartbeat`` or any event) at least every :data:`HEARTBEAT_INTERVAL_S`,
-idle or busy, because the server's watchdog takes silence for a hang (``ovserve.engine.client``).
+the pipeline; it reports (a ``Heartbeat`` or any event) at least every :data:`HEARTBEAT_INTERVAL_S`
+between pipeline calls, idle or busy, because the server's watchdog takes silence without CPU use
+for a hang (``ovserve.engine.watchdog``; inside one long call, its CPU time speaks for it).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from ovserve.engine.messages import Command, Event, GenerationParams, Shutdown
 
 log = logging.getLogger("ovserve.engine")
 
-# The engine reports its state (and so that it is alive) at least this often, idle or busy: the
-# server's watchdog takes silence for a hang (ovserve.engine.client).
+# The engine reports its state (and so that it is alive) at least this often between pipeline calls,
+# idle or busy: the server's watchdog takes silence without CPU use for a hang (ovserve.engine.watchdog).
 HEARTBEAT_INTERVAL_S = 1.0
 # Finished and cancelled handles stay referenced this many steps: the pipeline frees a request in
 # the step after it ends and updates its metrics one step later.

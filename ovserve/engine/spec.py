@@ -113,10 +113,13 @@ FAULT_ENV = "OVSERVE_TEST_FAIL_STEP_ON_MAX_TOKENS"
 STALL_ENV = "OVSERVE_TEST_STALL_STEP_ON_MAX_TOKENS"
 SLOW_ADMISSION_ENV = "OVSERVE_TEST_SLOW_ADMISSION_ON_MAX_TOKENS"
 SLOW_STEP_ENV = "OVSERVE_TEST_SLOW_STEP_ON_MAX_TOKENS"
+BUSY_STEP_ENV = "OVSERVE_TEST_BUSY_STEP_ON_MAX_TOKENS"
+BUSY_STEP_SECONDS_ENV = "OVSERVE_TEST_BUSY_STEP_SECONDS"
 
 
 SLOW_ADMISSION_S = 1.5
 SLOW_STEP_S = 0.05
+BUSY_STEP_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -134,12 +137,18 @@ class EngineFault:
     ``slow_step_on_max_new_tokens``: while such a request runs, every ``step()`` takes
     :data:`SLOW_STEP_S` longer, as a large model's would (the tiny test model may finish a long
     generation before a deadline a test set).
+    ``busy_step_on_max_new_tokens``: after such a request, the next ``step()`` first works for
+    ``busy_step_seconds`` (wall clock), burning CPU on the stepping thread without a word, as a
+    long prefill on a loaded machine does; the watchdog must leave it alone (or, past
+    ``--engine_step_timeout``, take it for a step that spins).
     """
 
     fail_step_on_max_new_tokens: int = 0
     stall_step_on_max_new_tokens: int = 0
     slow_admission_on_max_new_tokens: int = 0
     slow_step_on_max_new_tokens: int = 0
+    busy_step_on_max_new_tokens: int = 0
+    busy_step_seconds: float = BUSY_STEP_S
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> EngineFault | None:
@@ -149,6 +158,8 @@ class EngineFault:
             stall_step_on_max_new_tokens=int(environ.get(STALL_ENV, "0") or 0),
             slow_admission_on_max_new_tokens=int(environ.get(SLOW_ADMISSION_ENV, "0") or 0),
             slow_step_on_max_new_tokens=int(environ.get(SLOW_STEP_ENV, "0") or 0),
+            busy_step_on_max_new_tokens=int(environ.get(BUSY_STEP_ENV, "0") or 0),
+            busy_step_seconds=float(environ.get(BUSY_STEP_SECONDS_ENV, "") or BUSY_STEP_S),
         )
         return fault if fault != cls() else None
 

@@ -1,9 +1,10 @@
 """The engine process: builds one model's pipeline and runs the loop that drives it.
 
-Why a process: ``step()`` holds the GIL for much of a step, so an in-process engine stalls the
-server's event loop by up to a step. The loops: ``continuous`` (continuous batching, LLM or VLM),
-``stateful`` (``LLMPipeline``), ``retrieval_loop`` (embeddings, rerank); what they share is in
-``loop``; pipelines and generation configs are built in ``pipelines``. Test faults
+Why a process: ``step()`` holds the GIL for the whole step, so an in-process engine stalls the
+server's event loop by up to a step (and no engine thread can report during one: the watchdog reads
+its CPU time instead, ``ovserve.engine.watchdog``). The loops: ``continuous`` (continuous batching,
+LLM or VLM), ``stateful`` (``LLMPipeline``), ``retrieval_loop`` (embeddings, rerank); what they share
+is in ``loop``; pipelines and generation configs are built in ``pipelines``. Test faults
 (``EngineSpec.fault``) run in a loop of their own (``faults``): a production engine never checks
 for them.
 """

@@ -184,6 +184,7 @@ class ServedModel:
                 spec,
                 log_level=logging.getLevelName(server.log_level.upper()),
                 stall_timeout=server.engine_stall_timeout,
+                step_timeout=server.engine_step_timeout,
             ),
             tokenizer=PromptTokenizer(tokenizer, spec.name),
             template=template,

@@ -507,9 +507,16 @@ class ServerSettings(BaseModel):
     engine_stall_timeout: float = Field(
         default=60.0,
         ge=2,  # an engine reports every second: less would take a healthy one for stalled
-        description="an engine that reports nothing this long (it reports every second, idle or busy) is declared "
-        "stalled: its model turns not-ready, its requests get a 503, and the engine process is killed and "
-        "restarted (s)",
+        description="an engine that neither reports (it does every second between steps) nor uses CPU for this "
+        "long is declared stalled (a hung step, a stopped process): its model turns not-ready, its requests get a "
+        "503, and the engine process is killed and restarted (s)",
+    )
+    engine_step_timeout: float = Field(
+        default=600.0,
+        ge=0,
+        description="an engine silent this long is declared stalled even though it uses CPU (a step that spins "
+        "forever); a healthy step may take minutes (a long prompt's prefill on a busy CPU). 0: no bound; never "
+        "shorter than --engine_stall_timeout (s)",
     )
     drain_timeout: float = Field(
         default=30.0,

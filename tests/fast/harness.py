@@ -78,6 +78,7 @@ def fast_model(
     defaults: dict[str, Any] | None = None,
     max_tokens_limit: int | None = None,
     stall_timeout: float = ServerSettings.model_fields["engine_stall_timeout"].default,
+    step_timeout: float = ServerSettings.model_fields["engine_step_timeout"].default,
     template: str = TEMPLATE,
     tool_format: ToolCallFormat = hermes.FORMAT,
 ) -> FastModel:
@@ -94,7 +95,7 @@ def fast_model(
     model = ServedModel(
         settings=settings,
         spec=spec,
-        engine=EngineClient(spec, launcher=launcher, stall_timeout=stall_timeout),
+        engine=EngineClient(spec, launcher=launcher, stall_timeout=stall_timeout, step_timeout=step_timeout),
         tokenizer=PromptTokenizer(CharTokenizer(), name),
         template=ChatTemplate(template),
         defaults=ModelDefaults(defaults or {}),

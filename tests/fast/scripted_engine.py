@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ovserve.engine.channel import PipeChannel, engine_channel
 from ovserve.engine.launcher import EngineProcess
@@ -35,6 +37,7 @@ from ovserve.engine.messages import (
     StatsRequest,
 )
 from ovserve.engine.spec import EngineSpec
+from ovserve.engine.watchdog import ProcessSample, read_process_sample
 
 
 class Die:
@@ -43,7 +46,16 @@ class Die:
 
 DIE = Die()
 
-Step = list[Event] | Die
+
+@dataclass(frozen=True)
+class Busy:
+    """A script step that works in silence: the engine's thread burns CPU for ``seconds`` (wall
+    clock) and sends nothing, as a long prefill does inside one ``step()``."""
+
+    seconds: float
+
+
+Step = list[Event] | Die | Busy
 Script = Callable[[AddRequest], Iterable[Step]]
 
 _pids = itertools.count(90_000)
@@ -97,6 +109,7 @@ class ScriptedEngine:
     launched_at: float = field(default_factory=time.monotonic)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    busy_steps: int = 0  # Busy steps worked to their end
 
     # -- EngineProcess -----------------------------------------------------------------------
 
@@ -113,6 +126,12 @@ class ScriptedEngine:
 
     def kill(self) -> None:
         self._stop.set()
+
+    def sample(self) -> ProcessSample | None:
+        """The engine thread's own state and CPU time (its /proc task), as the watchdog reads a process's."""
+        if self._thread is None or self._thread.native_id is None:
+            return None
+        return read_process_sample(Path(f"/proc/{os.getpid()}/task/{self._thread.native_id}/stat"))
 
     # -- the engine loop ---------------------------------------------------------------------
 
@@ -162,6 +181,9 @@ class ScriptedEngine:
                 step = next(steps, None)
                 if isinstance(step, Die):
                     return -9  # the pipe closes without another word
+                if isinstance(step, Busy):
+                    self._work(step.seconds)
+                    continue
                 if step is None:  # a script that stops without saying so: the engine ends it
                     step = [RequestEnded(request_id)]
                 events.extend(step)
@@ -170,6 +192,15 @@ class ScriptedEngine:
             if events:
                 self.conn.send(events)  # one list per step, as the real engine sends
         return -9
+
+    def _work(self, seconds: float) -> None:
+        """Burn CPU without a word until ``seconds`` have passed, the engine is killed or it hangs."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self._stop.is_set() or self.hung.is_set():
+                return
+            sum(range(1_000))
+        self.busy_steps += 1
 
     def adds(self) -> list[AddRequest]:
         return [command for command in self.received if isinstance(command, AddRequest)]

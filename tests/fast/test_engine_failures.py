@@ -6,7 +6,7 @@ import asyncio
 import itertools
 from collections.abc import Iterator
 
-from ovserve.engine import client
+from ovserve.engine import restarts
 from ovserve.engine.client import EngineState
 from ovserve.engine.messages import AddRequest, EngineErrorKind
 from tests.fast.harness import MODEL, choices_by_index, eventually, fast_model, streamed_text
@@ -166,7 +166,7 @@ FIRST_DELAY_S = 0.05
 async def test_a_model_that_fails_at_every_start_is_retried_with_growing_delays(
     serve, messages, monkeypatch, caplog
 ) -> None:
-    monkeypatch.setattr(client, "_RETRY_FIRST_DELAY_S", FIRST_DELAY_S)
+    monkeypatch.setattr(restarts, "RETRY_FIRST_DELAY_S", FIRST_DELAY_S)
     broken = fast_model(name="broken")
     broken.launcher.fatal = "Incorrect weights in bin file!"
     good = fast_model(name="good", script=reply("fine"))

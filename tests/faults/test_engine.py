@@ -1,6 +1,7 @@
 """Engine faults rehearsed on real processes: a model that cannot load beside one that can, an
-engine that hangs while idle (SIGSTOP), and an engine killed while it serves a unary request in
-each OpenAI dialect. What a client and an operator see: 503 + ``Retry-After`` with a stable code,
+engine that hangs while idle (SIGSTOP), a step that works in silence for long (left alone, unless
+stopped or past the step bound), and an engine killed while it serves a unary request in each
+OpenAI dialect. What a client and an operator see: 503 + ``Retry-After`` with a stable code,
 readiness, the log and ``/metrics``; the other models keep serving."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ovserve.engine.spec import BUSY_STEP_ENV, BUSY_STEP_SECONDS_ENV
 from tests.conftest import Server, graph_config, launch_server, start_server
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
@@ -111,6 +113,81 @@ def test_an_idle_engine_that_hangs_turns_not_ready_is_refused_at_once_and_replac
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(engine_pid, signal.SIGCONT)
+        server.stop()
+
+
+# A request with this max_tokens makes the engine's next step work in silence (burning CPU) for
+# BUSY_STEP_S, three stall timeouts: a long prefill on a loaded machine, as the watchdog sees it.
+BUSY_STALL_TIMEOUT_S = 2.0  # the least --engine_stall_timeout allows
+BUSY_TOKENS = 777
+BUSY_STEP_S = 3 * BUSY_STALL_TIMEOUT_S
+BUSY_ENV = {BUSY_STEP_ENV: str(BUSY_TOKENS), BUSY_STEP_SECONDS_ENV: str(BUSY_STEP_S)}
+LONG_STEP = "a long step, not a stall"
+STALL = "killing and restarting the engine"
+
+
+def test_a_step_that_works_in_silence_is_left_alone_but_an_engine_stopped_in_one_is_replaced(
+    tiny_llm: Path, tmp_path: Path
+) -> None:
+    server = start_server(tmp_path, tiny_llm, "--engine_stall_timeout", str(BUSY_STALL_TIMEOUT_S), env=BUSY_ENV)
+    busy = {"model": "tiny-llm", **CHAT, "max_tokens": BUSY_TOKENS}
+    engine_pid = None
+    try:
+        # Three stall timeouts without a word, but at work: the request is answered.
+        for attempt in range(1, 3):
+            response = httpx.post(f"{server.url}/v3/chat/completions", json=busy, timeout=120)
+            assert response.status_code == 200, (attempt, response.text)
+            assert server.log().count(LONG_STEP) == attempt
+        assert server.log().count("injected long step done") == 2
+        assert server.metric("ovserve_engine_stalls_total") == 0
+        assert server.metric("ovserve_engine_restarts_total") == 0
+
+        # Stopped in the middle of such a step (once the watchdog has let it work past the stall
+        # timeout): no report and no CPU, so a stall within the stall timeout, not at the step bound.
+        (engine_pid,) = server.engine_pids()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(httpx.post, f"{server.url}/v3/chat/completions", json=busy, timeout=120)
+            assert wait_for(lambda: server.log().count(LONG_STEP) == 3, timeout=60)
+            os.kill(engine_pid, signal.SIGSTOP)
+            stopped = pending.result()
+        assert stopped.status_code == 503, stopped.text
+        assert stopped.json()["error"]["code"] == "engine_stalled"
+        (stall,) = [line for line in server.log().splitlines() if STALL in line]
+        assert "no report and no CPU used, process state T (stopped)" in stall
+        assert server.log().count("injected long step done") == 2
+        server.wait_ready(timeout=120)
+        assert server.engine_pids() != [engine_pid]
+        assert server.metric("ovserve_engine_stalls_total") == 1
+    finally:
+        if engine_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(engine_pid, signal.SIGCONT)
+        server.stop()
+
+
+def test_a_step_that_works_in_silence_past_the_step_timeout_is_a_stall(tiny_llm: Path, tmp_path: Path) -> None:
+    step_timeout = 2 * BUSY_STALL_TIMEOUT_S  # shorter than the busy step
+    server = start_server(
+        tmp_path,
+        tiny_llm,
+        *("--engine_stall_timeout", str(BUSY_STALL_TIMEOUT_S), "--engine_step_timeout", str(step_timeout)),
+        env=BUSY_ENV,
+    )
+    busy = {"model": "tiny-llm", **CHAT, "max_tokens": BUSY_TOKENS}
+    try:
+        response = httpx.post(f"{server.url}/v3/chat/completions", json=busy, timeout=120)
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["code"] == "engine_stalled"
+        log = server.log()
+        (stall,) = [line for line in log.splitlines() if STALL in line]
+        assert "busy in one step" in stall and f"--engine_step_timeout {step_timeout:g} s" in stall
+        assert log.index(LONG_STEP) < log.index(stall)  # first left alone, then given up on
+        assert "injected long step done" not in log  # killed while it worked
+        server.wait_ready(timeout=120)
+        assert server.metric("ovserve_engine_stalls_total") == 1
+        short = {"model": "tiny-llm", **CHAT}
+        assert httpx.post(f"{server.url}/v3/chat/completions", json=short, timeout=60).status_code == 200
+    finally:
         server.stop()
 
 

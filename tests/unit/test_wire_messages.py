@@ -27,7 +27,7 @@ from ovserve.engine.messages import (
     StatsRequest,
     VisionPrompt,
 )
-from ovserve.engine.spec import FAULT_ENV, EngineFault
+from ovserve.engine.spec import BUSY_STEP_ENV, BUSY_STEP_SECONDS_ENV, FAULT_ENV, EngineFault
 from ovserve.settings.schema import ModelSettings
 
 PARAMS = GenerationParams(
@@ -145,6 +145,8 @@ def test_the_step_fault_is_off_unless_its_variable_is_set() -> None:
     assert EngineFault.from_environment({}) is None
     assert EngineFault.from_environment({FAULT_ENV: "0"}) is None
     assert EngineFault.from_environment({FAULT_ENV: "777"}) == EngineFault(fail_step_on_max_new_tokens=777)
+    busy = EngineFault.from_environment({BUSY_STEP_ENV: "777", BUSY_STEP_SECONDS_ENV: "6"})
+    assert busy == EngineFault(busy_step_on_max_new_tokens=777, busy_step_seconds=6.0)
 
 
 def test_the_engine_spec_carries_the_fault_the_server_environment_asks_for(monkeypatch: pytest.MonkeyPatch) -> None:
