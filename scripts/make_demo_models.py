@@ -24,6 +24,9 @@ Output layout (``OUT_DIR``)::
                                  (encoder + decoder IRs): speech to text, served by WhisperPipeline
     tiny-speecht5/               SpeechT5, hidden 64, + HiFi-GAN vocoder, fp16 IR, voices/{alloy,echo}.bin
                                  (speaker embeddings): text to speech, served by Text2SpeechPipeline
+    bench-whisper-tiny/          Whisper at openai/whisper-tiny's size (d_model 384, 4+4 layers, 51,865 tokens),
+                                 fp32 IR, plus its transformers checkpoint in transformers/ (only with
+                                 --benchmark_speech): scripts/bench_audio.py
 
 Every model directory holds ``openvino_model.{xml,bin}`` (tiny-vlm: the language, text-embeddings
 and vision-embeddings IRs plus ``preprocessor_config.json``), ``openvino_{de,}tokenizer.{xml,bin}``,
@@ -39,7 +42,7 @@ model kind, are in ``scripts/demo_models/``.
 
 Usage::
 
-    python scripts/make_demo_models.py OUT_DIR [--force] [--benchmark] [--benchmark_vlm]
+    python scripts/make_demo_models.py OUT_DIR [--force] [--benchmark] [--benchmark_vlm] [--benchmark_speech]
 """
 
 from __future__ import annotations
@@ -63,7 +66,14 @@ from scripts.demo_models.retrieval import (
     TINY_EMBED_SPEC,
     TINY_RERANK_SPEC,
 )
-from scripts.demo_models.speech import TINY_SPEECHT5, TINY_SPEECHT5_SPEC, TINY_WHISPER, TINY_WHISPER_SPEC
+from scripts.demo_models.speech import (
+    BENCH_WHISPER,
+    BENCH_WHISPER_SPEC,
+    TINY_SPEECHT5,
+    TINY_SPEECHT5_SPEC,
+    TINY_WHISPER,
+    TINY_WHISPER_SPEC,
+)
 from scripts.demo_models.tokenizer import build_tokenizer, build_vlm_tokenizer, build_wordpiece_tokenizer
 from scripts.demo_models.variants import TINY_LLM_LONG_SPEC, derive
 from scripts.demo_models.vlm import BENCH_VLM, BENCH_VLM_SPEC, TINY_VLM_SPEC
@@ -74,6 +84,7 @@ __all__ = [
     "BENCH_MODEL",
     "BENCH_RERANK",
     "BENCH_VLM",
+    "BENCH_WHISPER",
     "TINY_DRAFT_SPEC",
     "TINY_EMBED_SPEC",
     "TINY_LLM_LONG_SPEC",
@@ -87,6 +98,7 @@ __all__ = [
     "_build_hf_model",
     "build_benchmark_model",
     "build_benchmark_vlm",
+    "build_benchmark_whisper",
     "build_checkpoint",
     "build_demo_models",
     "build_retrieval_checkpoint",
@@ -133,6 +145,11 @@ def build_benchmark_vlm(out_dir: Path, force: bool = False) -> Path:
     return build([BENCH_VLM_SPEC], out_dir, force)[BENCH_VLM]
 
 
+def build_benchmark_whisper(out_dir: Path, force: bool = False) -> Path:
+    """Build (or reuse) the whisper-tiny-sized model with its transformers checkpoint; returns its directory."""
+    return build([BENCH_WHISPER_SPEC], out_dir, force)[BENCH_WHISPER]
+
+
 def build_retrieval_models(
     out_dir: Path, force: bool = False, *, benchmark: bool = False, benchmark_rerank: bool = False
 ) -> dict[str, Path]:
@@ -162,12 +179,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"also build {BENCH_VLM} (LLaVA with a CLIP ViT-L/14-336 vision tower, fp16, ~620 MB)",
     )
+    parser.add_argument(
+        "--benchmark_speech",
+        action="store_true",
+        help=f"also build {BENCH_WHISPER} (openai/whisper-tiny's size, fp32, ~300 MB with its transformers copy)",
+    )
     args = parser.parse_args(argv)
 
     started = time.monotonic()
     specs = [*DEMO_SPECS, *([BENCH_SPEC] if args.benchmark else []), *([BENCH_VLM_SPEC] if args.benchmark_vlm else [])]
     specs += [*RETRIEVAL_SPECS, *([BENCH_EMBED_SPEC, BENCH_RERANK_SPEC] if args.benchmark else [])]
-    specs += SPEECH_SPECS
+    specs += [*SPEECH_SPECS, *([BENCH_WHISPER_SPEC] if args.benchmark_speech else [])]
     # One build, so each tokenizer is trained once for all models.
     built = build(specs, args.out_dir, force=args.force)
     built.update(_variants(built, args.out_dir, args.force))

@@ -6,6 +6,8 @@
     llm        random Qwen2 models: tiny-llm, tiny-draft, the int8 benchmark model
     vlm        random LLaVA models around a tiny-llm-shaped Qwen2: tiny-vlm, the CLIP-L/336 benchmark model
     retrieval  random BERT models: tiny-embed, tiny-rerank, the BERT-base benchmark model
+    speech     random Whisper and SpeechT5 models: tiny-whisper, tiny-speecht5, the whisper-tiny-sized
+               benchmark model
     build      what every kind shares around its own steps: completion markers, the lock, the
                scratch directory and the rename into place
 

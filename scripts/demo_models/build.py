@@ -45,7 +45,7 @@ class DemoModel(Protocol):
     def task(self) -> str: ...  # optimum-intel export task
 
     @property
-    def weight_format(self) -> str: ...  # "fp16" or "int8"
+    def weight_format(self) -> str: ...  # "fp16", "fp32" or "int8"
 
     def tokenizer(self, tokenizers: Tokenizers) -> Path: ...
 

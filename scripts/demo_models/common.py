@@ -1,7 +1,7 @@
 """What every model kind shares below the build loop: the seed, progress lines, JSON files and the export.
 
 Contract: nothing here knows a model kind. ``export`` runs optimum-intel in-process as
-``optimum-cli export openvino --task TASK --weight-format {fp16,int8}`` would; the caller wraps the
+``optimum-cli export openvino --task TASK --weight-format {fp16,fp32,int8}`` would; the caller wraps the
 checkpoint creation and the export in ``quiet_export``, which restores every setting it changes
 (tests build models in-process).
 """
@@ -88,8 +88,10 @@ def export(
     }
     if model_kwargs:
         common["model_kwargs"] = model_kwargs
-    if weight_format == "fp16":
-        main_export(ov_config=OVConfig(dtype="fp16"), **common)
+    if weight_format in ("fp16", "fp32"):
+        # fp32: the checkpoint's weights unchanged (no fp16 compression, and no int8, which optimum
+        # applies by default only to models of a billion parameters or more).
+        main_export(ov_config=OVConfig(dtype=weight_format), **common)
     elif weight_format == "int8":
         # Same two steps as the CLI's --weight-format int8 (optimum/commands/export/openvino.py):
         # export with the quantization config (which also keeps the KV-cache precision hint

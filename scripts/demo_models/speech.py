@@ -1,9 +1,9 @@
-"""A random Whisper-shaped speech-to-text model: tiny-whisper, served by ``openvino_genai.WhisperPipeline``.
+"""Random Whisper-shaped speech-to-text models, served by ``openvino_genai.WhisperPipeline``.
 
 Whisper's real shape where the pipeline depends on it (80 mel bins, 30 s windows of 3000 frames,
 1500 encoder positions, the special tokens ``<|startoftranscript|>``, languages, ``<|transcribe|>``,
 ``<|translate|>``, ``<|notimestamps|>`` and the 1501 timestamp tokens ``<|0.00|>``..``<|30.00|>`` right
-after it), tiny everywhere else (d_model 64, 2+2 layers). The text vocabulary is a byte-level BPE
+after it). The text vocabulary is a byte-level BPE
 trained on the local stdlib sources (no download); the special tokens, ``<|endoftext|>`` first, are
 appended after it in Whisper's order (the pipeline's word timestamps take every id below
 ``<|endoftext|>`` for text), and ``generation_config.json`` carries the ids the pipeline reads
@@ -11,6 +11,12 @@ appended after it in Whisper's order (the pipeline's word timestamps take every 
 ``alignment_heads`` of word timestamps: every head of the last half of the decoder layers, Whisper's
 default for a model nobody measured. Only the "space + letters" tokens have output weights, so the
 greedy text is words (" make make ..."), which word timestamps split and time.
+
+- ``tiny-whisper``: tiny everywhere else (d_model 64, 2+2 layers, ~3.5k tokens), fp16 IR: the tests' model.
+- ``bench-whisper-tiny``: openai/whisper-tiny's size (d_model 384, 4+4 layers, 6 heads, FFN 1536,
+  51,865 tokens: the output projection over the vocabulary is much of a decoding step's cost), fp32
+  IR, and the same weights as a transformers checkpoint in its ``transformers/`` subdirectory, so
+  ``scripts/bench_audio.py`` runs transformers' pipeline on exactly what the server runs.
 
 Contract: ``WhisperSpec`` is a ``build.DemoModel``; the export (task
 ``automatic-speech-recognition-with-past``) is checked for the encoder, decoder and tokenizer IRs.
@@ -21,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,10 +39,26 @@ from scripts.demo_models.tokenizer import Tokenizers
 # greedy text made of words.
 SPEECH_MODELS_VERSION = "ovserve-speech-models/2"
 TINY_WHISPER = "tiny-whisper"
+BENCH_WHISPER = "bench-whisper-tiny"
+# Where bench-whisper-tiny keeps its transformers checkpoint (the weights its IR was exported from).
+CHECKPOINT_SUBDIR = "transformers"
 # Whisper's languages, a few of them (the ids follow this order); "en" first as in Whisper.
 LANGUAGES = ("en", "de", "fr", "es", "it", "pl", "zh", "ja")
 _BPE_VOCAB = 2000
+# openai/whisper-tiny's vocabulary (its multilingual tokenizer, timestamps included).
+WHISPER_VOCABULARY = 51_865
 _TIMESTAMPS = 1501  # <|0.00|> .. <|30.00|> every 0.02 s
+_SPECIALS = (
+    "<|endoftext|>",
+    "<|startoftranscript|>",
+    *[f"<|{language}|>" for language in LANGUAGES],
+    "<|translate|>",
+    "<|transcribe|>",
+    "<|startoflm|>",
+    "<|startofprev|>",
+    "<|nospeech|>",
+    "<|notimestamps|>",
+)
 # The tokens tiny-whisper writes: byte-level BPE's "Ġ" (a space) then letters, i.e. one word each.
 _WORD_TOKEN = re.compile(r"Ġ[A-Za-z]+")
 
@@ -45,35 +68,42 @@ def _corpus() -> list[str]:
     return [path.read_text(encoding="utf-8", errors="replace") for path in sorted(stdlib_dir.glob("*.py"))[:40]]
 
 
-def build_whisper_tokenizer(out_dir: Path) -> Path:
-    """Train a byte-level BPE and wrap it as a ``WhisperTokenizer`` with Whisper's special tokens."""
+def _whole_stdlib() -> list[str]:
+    """Every stdlib source file (tests included, site-packages not): ~30 MB, enough text for a BPE
+    of Whisper's 50k text tokens."""
+    stdlib_dir = Path(os.__file__).parent
+    return [
+        path.read_text(encoding="utf-8", errors="replace")
+        for path in sorted(stdlib_dir.rglob("*.py"))
+        if "site-packages" not in path.relative_to(stdlib_dir).parts
+    ]
+
+
+def build_whisper_tokenizer(out_dir: Path, vocabulary: int | None = None) -> Path:
+    """Train a byte-level BPE and wrap it as a ``WhisperTokenizer`` with Whisper's special tokens:
+    ~3.5k tokens in all, or exactly ``vocabulary`` (the BPE trained on the whole stdlib)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import WhisperTokenizer
 
+    timestamps = [f"<|{index * 0.02:.2f}|>" for index in range(_TIMESTAMPS)]
+    bpe_size = _BPE_VOCAB if vocabulary is None else vocabulary - len(_SPECIALS) - len(timestamps)
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=_BPE_VOCAB,
+        vocab_size=bpe_size,
         special_tokens=[],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         min_frequency=2,
         show_progress=False,
     )
-    backend.train_from_iterator(_corpus(), trainer)
+    backend.train_from_iterator(_corpus() if vocabulary is None else _whole_stdlib(), trainer)
+    if vocabulary is not None and backend.get_vocab_size() != bpe_size:
+        raise RuntimeError(
+            f"the stdlib sources gave a BPE of {backend.get_vocab_size()} tokens, not the {bpe_size} a "
+            f"{vocabulary}-token Whisper vocabulary needs"
+        )
     model = json.loads(backend.to_str())["model"]
-    specials = [
-        "<|endoftext|>",
-        "<|startoftranscript|>",
-        *[f"<|{language}|>" for language in LANGUAGES],
-        "<|translate|>",
-        "<|transcribe|>",
-        "<|startoflm|>",
-        "<|startofprev|>",
-        "<|nospeech|>",
-        "<|notimestamps|>",
-    ]
-    timestamps = [f"<|{index * 0.02:.2f}|>" for index in range(_TIMESTAMPS)]
     tokenizer = WhisperTokenizer(
         vocab=model["vocab"],
         merges=[tuple(merge) if isinstance(merge, list) else tuple(merge.split(" ")) for merge in model["merges"]],
@@ -83,7 +113,7 @@ def build_whisper_tokenizer(out_dir: Path) -> Path:
         pad_token="<|endoftext|>",
         add_prefix_space=False,
     )
-    tokenizer.add_tokens(specials, special_tokens=True)
+    tokenizer.add_tokens(list(_SPECIALS), special_tokens=True)
     tokenizer.add_tokens(timestamps)
     tokenizer.save_pretrained(str(out_dir))
     return out_dir
@@ -92,16 +122,23 @@ def build_whisper_tokenizer(out_dir: Path) -> Path:
 @dataclass(frozen=True)
 class WhisperSpec:
     version: ClassVar[str] = SPEECH_MODELS_VERSION
-    weight_format: ClassVar[str] = "fp16"
     task: ClassVar[str] = "automatic-speech-recognition-with-past"
 
     name: str
     d_model: int = 64
-    layers: int = 2
+    layers: int = 2  # encoder layers, and as many decoder layers
     heads: int = 4
+    # Whisper's 51,865 tokens instead of ~3.5k (WHISPER_VOCABULARY).
+    full_vocabulary: bool = False
+    weight_format: str = "fp16"
+    # Publish the transformers checkpoint too, in CHECKPOINT_SUBDIR (a benchmark against transformers).
+    keep_checkpoint: bool = False
+    # The decoder position from which the model writes <|endoftext|> (see _end_windows_at); None: never,
+    # every window then runs to the token budget.
+    eos_after: int | None = None
 
     def tokenizer(self, tokenizers: Tokenizers) -> Path:
-        return tokenizers.whisper
+        return tokenizers.whisper_full if self.full_vocabulary else tokenizers.whisper
 
     def checkpoint(self, tokenizer_dir: Path, hf_dir: Path) -> Path:
         import torch
@@ -150,6 +187,8 @@ class WhisperSpec:
             kept = torch.zeros(len(tokenizer), dtype=torch.bool)
             kept[words] = True
             model.proj_out.weight[~kept] = 0.0
+            if self.eos_after is not None:
+                _end_windows_at(model, ids["<|endoftext|>"], self.eos_after)
         model.save_pretrained(str(hf_dir))
         tokenizer.save_pretrained(str(hf_dir))
         WhisperFeatureExtractor(feature_size=80).save_pretrained(str(hf_dir))
@@ -170,6 +209,28 @@ class WhisperSpec:
         )
         # The export rewrites generation_config.json from the model's config; the pipeline needs ours.
         write_json(ov_dir / "generation_config.json", read_json(hf_dir / "generation_config.json"))
+        if self.keep_checkpoint:
+            shutil.copytree(hf_dir, ov_dir / CHECKPOINT_SUBDIR)
+
+
+def _end_windows_at(model: Any, eot: int, position: int) -> None:
+    """Make greedy decoding end every window with <|endoftext|> once it reaches decoder ``position``,
+    as a real Whisper ends a window of speech after its ~100 tokens: a benchmark then decodes the same
+    realistic number of tokens per window on every implementation, none of them bound by its own
+    token budget (ovserve's is 224 per window).
+
+    The decoder positions from ``position`` on get a large shared direction, which dominates the
+    residual stream through the random layers, so the final layer norm turns it into a hidden state
+    of norm ~sqrt(d_model) along that direction; <|endoftext|>'s output row, that direction scaled
+    by 5, then gives it a logit of ~5 sqrt(d_model) (~98 at d_model 384), above the best of the
+    other random rows (~4.4 sigma, ~43). Before ``position`` its logit is ~N(0, 5^2): never the best.
+    The row is also <|endoftext|>'s input embedding (tied); it is no window's input."""
+    import torch
+
+    direction = torch.randn(model.config.d_model)
+    direction /= direction.norm()
+    model.model.decoder.embed_positions.weight[position:] += 100.0 * direction
+    model.proj_out.weight[eot] = 5.0 * direction
 
 
 def _special_ids(tokenizer: Any) -> dict[str, int]:
@@ -201,6 +262,18 @@ def _generation_config(ids: dict[str, int], space: int | None, alignment_heads: 
 
 
 TINY_WHISPER_SPEC = WhisperSpec(TINY_WHISPER)
+# openai/whisper-tiny's shape (FFN 4 x d_model = 1536), fp32 so the IR holds exactly the checkpoint's
+# weights; 97 text tokens per 30 s window (positions 4..100), about what Whisper writes for 30 s of speech.
+BENCH_WHISPER_SPEC = WhisperSpec(
+    BENCH_WHISPER,
+    d_model=384,
+    layers=4,
+    heads=6,
+    full_vocabulary=True,
+    weight_format="fp32",
+    keep_checkpoint=True,
+    eos_after=100,
+)
 
 
 TINY_SPEECHT5 = "tiny-speecht5"

@@ -269,6 +269,12 @@ class Tokenizers:
         return build_whisper_tokenizer(self._scratch / "tokenizer-whisper")
 
     @functools.cached_property
+    def whisper_full(self) -> Path:
+        from scripts.demo_models.speech import WHISPER_VOCABULARY, build_whisper_tokenizer
+
+        return build_whisper_tokenizer(self._scratch / "tokenizer-whisper-full", WHISPER_VOCABULARY)
+
+    @functools.cached_property
     def speecht5(self) -> Path:
         from scripts.demo_models.speech import build_char_sentencepiece
 
