@@ -5,8 +5,8 @@ The model is ``bench-whisper-tiny`` (``make_demo_models.py --benchmark_speech``,
 openai/whisper-tiny's size with random weights, an fp32 IR, and in its ``transformers/``
 subdirectory the same weights as a transformers checkpoint. Each of its 30 s windows ends with
 <|endoftext|> after 97 text tokens (``scripts/demo_models/speech.py``), as a real Whisper's window
-of speech ends after its ~100, so every side decodes the same tokens per window whatever its token
-budget means (openvino_genai's ``max_new_tokens`` covers the whole audio, transformers' one window).
+of speech ends after its ~100, so every side decodes the same tokens per window and none is bound
+by its token budget (the server's 224 per window, given to the other sides too).
 
 The clip: ``--seconds`` (60) of speech-like synthetic sound (harmonics of a wandering pitch, a
 syllable-rate envelope, pauses, a little noise) as a 16 kHz 16-bit mono WAV; the in-process sides
@@ -15,15 +15,19 @@ get exactly the samples the server decodes from it.
 Sides, at 1 clip and at ``--clients`` (4) clips at once where the side can take them at once:
 
   ovserve         ``POST /v3/audio/transcriptions`` (json, language en, temperature 0) from N concurrent
-                  clients to ``ovserve serve --task speech_to_text``, one server in the plugin's default
-                  precision and one with ``--plugin_config '{"INFERENCE_PRECISION_HINT": "f32"}'``
-  openvino_genai  ``WhisperPipeline.generate`` in this process (no server), both precisions, 1 clip: the
-                  server's engine runs one transcription at a time too, so N clients queue there
+                  clients to ``ovserve serve --task speech_to_text``, in the CPU plugin's default precision
+                  and, where that is not f32 (a CPU with native bf16), on a second server with
+                  ``--plugin_config '{"INFERENCE_PRECISION_HINT": "f32"}'`` (transformers runs in f32)
+  openvino_genai  ``WhisperPipeline.generate`` in this process (no server), the same precisions, 1 clip:
+                  the server's engine runs one transcription at a time too, so N clients queue there
   transformers    ``pipeline("automatic-speech-recognition", chunk_length_s=30, stride_length_s=0)``, torch
                   fp32 (2 windows for 60 s, as openvino_genai's); N clips are one call with ``batch_size=N``,
                   which batches their windows (transformers' way to serve several inputs with one model:
                   N threads on one pipeline would only split the same 2 cores); and 1 clip with the
-                  pipeline's default stride (5 s each side: 3 overlapping windows for 60 s)
+                  pipeline's default stride (5 s each side: 3 overlapping windows for 60 s). In a child
+                  process with ``OMP_WAIT_POLICY=PASSIVE`` (``--omp_wait_policy``): with libgomp's default,
+                  torch's OpenMP threads spin at every barrier, and on a machine whose cores other work
+                  also wants, a spinning thread waits for a descheduled peer: 2-3x slower there
 
 Figures per (side, clips): the median over repeats of the clips' median latency; RTF = that latency
 / clip seconds; throughput = audio seconds transcribed per wall second; text tokens and windows per
@@ -40,6 +44,8 @@ import argparse
 import asyncio
 import io
 import json
+import math
+import multiprocessing
 import os
 import shlex
 import statistics
@@ -47,9 +53,10 @@ import subprocess
 import sys
 import time
 import wave
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +107,9 @@ class Run:
     latencies: list[float]
     wall: float
     text: str  # the first clip's
-    tokens: float | None = None  # text tokens per clip
+    # Tokens per clip: text tokens (transformers), generated tokens (openvino_genai: text and each
+    # window's <|endoftext|>), the raw pipeline's count for a server run that wrote its text.
+    tokens: float | None = None
     windows: float | None = None  # decoded windows per clip
     load_1min: float = 0.0
 
@@ -159,15 +168,15 @@ def genai_side(model_dir: Path, samples: np.ndarray, budget: int, properties: di
         result = pipeline.generate(samples, config)
         wall = time.perf_counter() - started
         tokens = result.perf_metrics.get_num_generated_tokens()
-        return Run([wall], wall, result.texts[0], tokens=float(tokens))
+        windows = math.ceil(len(samples) / (WINDOW_SECONDS * RATE))  # one after the other, no overlap
+        return Run([wall], wall, result.texts[0], tokens=float(tokens), windows=float(windows))
 
     return run
 
 
-def transformers_side(
-    checkpoint: Path, samples: np.ndarray, budget: int, stride_s: float | None
-) -> Callable[[int], Run]:
-    """transformers' ASR pipeline on ``checkpoint`` in fp32; ``stride_s`` None: the pipeline's default stride."""
+def transformers_side(checkpoint: Path, samples: np.ndarray, budget: int) -> Callable[[int, float | None], Run]:
+    """transformers' ASR pipeline on ``checkpoint`` in fp32: ``run(clips, stride_s)``, ``stride_s`` None
+    for the pipeline's default stride."""
     import torch
     from transformers import pipeline
 
@@ -183,14 +192,12 @@ def transformers_side(
         return output
 
     asr.model.generate = counting_generate
-    options: dict[str, Any] = {
-        "chunk_length_s": WINDOW_SECONDS,
-        "generate_kwargs": {"language": "en", "task": "transcribe", "max_new_tokens": budget},
-    }
-    if stride_s is not None:
-        options["stride_length_s"] = stride_s
+    generate_kwargs = {"language": "en", "task": "transcribe", "max_new_tokens": budget}
 
-    def run(count: int) -> Run:
+    def run(count: int, stride_s: float | None) -> Run:
+        options: dict[str, Any] = {"chunk_length_s": WINDOW_SECONDS, "generate_kwargs": generate_kwargs}
+        if stride_s is not None:
+            options["stride_length_s"] = stride_s
         counted.clear()
         started = time.perf_counter()
         if count == 1:
@@ -204,6 +211,49 @@ def transformers_side(
         return Run([wall] * count, wall, texts[0], tokens=tokens, windows=windows)
 
     return run
+
+
+def _transformers_worker(connection: Connection, checkpoint: Path, samples: np.ndarray, budget: int) -> None:
+    import torch
+
+    run = transformers_side(checkpoint, samples, budget)
+    connection.send(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    while (request := connection.recv()) is not None:
+        connection.send(run(*request))
+
+
+@contextmanager
+def transformers_process(
+    checkpoint: Path, samples: np.ndarray, budget: int, omp_wait_policy: str | None
+) -> Iterator[tuple[str, Callable[[int, float | None], Run]]]:
+    """:func:`transformers_side` in a child process, whose OpenMP threads wait as ``omp_wait_policy``
+    says (None: libgomp's default, spinning a while before sleeping). Its own process also keeps
+    torch's OpenMP threads and the in-process openvino_genai pipelines' threads apart."""
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    saved = os.environ.pop("OMP_WAIT_POLICY", None)
+    if omp_wait_policy is not None:
+        os.environ["OMP_WAIT_POLICY"] = omp_wait_policy  # read once, when the child loads libgomp
+    try:
+        process = context.Process(target=_transformers_worker, args=(child, checkpoint, samples, budget), daemon=True)
+        process.start()
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+        if saved is not None:
+            os.environ["OMP_WAIT_POLICY"] = saved
+
+    def run(count: int, stride_s: float | None) -> Run:
+        parent.send((count, stride_s))
+        result: Run = parent.recv()
+        return result
+
+    try:
+        yield str(parent.recv()), run
+    finally:
+        parent.send(None)
+        process.join(timeout=60)
+        if process.is_alive():
+            process.kill()
 
 
 def summarize(side: Side, count: int, seconds: float) -> dict[str, Any]:
@@ -223,7 +273,7 @@ def summarize(side: Side, count: int, seconds: float) -> dict[str, Any]:
         "latency_s": latency,
         "rtf": latency / seconds,
         "audio_s_per_wall_s": throughput,
-        "text_tokens_per_clip": median_of([run.tokens for run in runs]),
+        "tokens_per_clip": median_of([run.tokens for run in runs]),
         "windows_per_clip": median_of([run.windows for run in runs]),
         "max_load_1min": max(run.load_1min for run in runs),
         "runs": [asdict(run) for run in runs],
@@ -232,18 +282,36 @@ def summarize(side: Side, count: int, seconds: float) -> dict[str, Any]:
 
 def markdown(rows: list[dict[str, Any]], seconds: float) -> str:
     lines = [
-        f"| side | precision | clips at once | windows / text tokens per clip | latency per clip s (median) "
+        f"| side | precision | clips at once | windows / tokens per clip | latency per clip s (median) "
         f"| RTF (latency / {seconds:.0f} s) | audio s per wall s |",
         "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        windows = f"{row['windows_per_clip']:g}" if row["windows_per_clip"] is not None else "2"
-        tokens = f"{row['text_tokens_per_clip']:g}" if row["text_tokens_per_clip"] is not None else "as raw"
+        windows = f"{row['windows_per_clip']:g}" if row["windows_per_clip"] is not None else "?"
+        tokens = f"{row['tokens_per_clip']:g}" if row["tokens_per_clip"] is not None else "?"
         lines.append(
             f"| {row['side']} | {row['precision']} | {row['clips_at_once']} | {windows} / {tokens} "
             f"| {row['latency_s']:.2f} | {row['rtf']:.3f} | {row['audio_s_per_wall_s']:.1f} |"
         )
     return "\n".join(lines)
+
+
+def _server_tokens_from_raw(sides: list[Side]) -> dict[str, bool]:
+    """The server answers text, not tokens: a server run whose text is the raw pipeline's (same
+    precision, greedy) decoded the same tokens, so it gets the raw run's count. Returns, per
+    precision, whether every server run's text was the raw pipeline's."""
+    raw = {side.precision: side.runs[1][0] for side in sides if side.name == "openvino_genai"}
+    same: dict[str, bool] = {}
+    for side in sides:
+        reference = raw.get(side.precision)
+        if side.name != "ovserve" or reference is None:
+            continue
+        for run in (run for runs in side.runs.values() for run in runs):
+            equal = run.text.strip() == reference.text.strip()
+            same[side.precision] = same.get(side.precision, True) and equal
+            if equal:
+                run.tokens, run.windows = reference.tokens, reference.windows
+    return same
 
 
 def _uptime() -> str:
@@ -259,6 +327,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--port", type=int, default=8775, help="the default-precision server's; f32's is +1")
     parser.add_argument("--only", nargs="+", choices=["ovserve", "openvino_genai", "transformers"])
+    parser.add_argument(
+        "--omp_wait_policy",
+        default="PASSIVE",
+        help="OMP_WAIT_POLICY of the transformers process ('default': unset). PASSIVE: torch's idle OpenMP "
+        "threads sleep instead of spinning, which on a shared, oversubscribed machine costs torch 2-3x",
+    )
+    parser.add_argument("--no_default_stride", action="store_true", help="skip transformers at its default stride")
     parser.add_argument("--out", type=Path, help="write the figures and every run as JSON")
     return parser.parse_args(argv)
 
@@ -266,7 +341,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import openvino as ov
-    import torch
 
     model_dir = (args.model_path or build_benchmark_whisper(args.models_dir)).resolve()
     checkpoint = model_dir / CHECKPOINT_SUBDIR
@@ -275,7 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     with wave.open(io.BytesIO(wav)) as written:  # what the server decodes: the 16-bit samples
         samples = np.frombuffer(written.readframes(written.getnframes()), dtype="<i2").astype(np.float32) / 32768
     budget = max_new_tokens(model_dir)
-    default_precision = str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+    default_precision = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").to_string()
+    # The plugin's default, and f32 where that is not f32 (a CPU with native bf16 infers in bf16).
+    precisions: list[tuple[str, dict[str, str]]] = [(f"{default_precision} (plugin default)", {})]
+    if default_precision != "f32":
+        precisions.append(("f32", F32))
     wanted = set(args.only or ["ovserve", "openvino_genai", "transformers"])
     uptime_start = _uptime()
     print(f"model {model_dir}; {args.seconds:g} s clip; token budget {budget}; uptime: {uptime_start}", flush=True)
@@ -284,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         sides: list[Side] = []
         several = (1, args.clients)
         if "ovserve" in wanted:
-            for offset, (precision, properties) in enumerate(((default_precision, {}), ("f32", F32))):
+            for offset, (precision, properties) in enumerate(precisions):
                 server_args = "--task speech_to_text"
                 if properties:
                     server_args += f" --plugin_config {shlex.quote(json.dumps(properties))}"
@@ -292,15 +370,18 @@ def main(argv: list[str] | None = None) -> int:
                 note = f"ovserve serve {server_args}"
                 sides.append(Side("ovserve", precision, note, several, server_side(url, wav)))
         if "openvino_genai" in wanted:
-            for precision, properties in ((default_precision, {}), ("f32", F32)):
+            for precision, properties in precisions:
                 raw = genai_side(model_dir, samples, budget, properties)
                 sides.append(Side("openvino_genai", precision, f"WhisperPipeline {properties or ''}", (1,), raw))
         if "transformers" in wanted:
-            note = f"torch {torch.__version__}, {torch.get_num_threads()} threads"
-            chunked = transformers_side(checkpoint, samples, budget, 0.0)
-            sides.append(Side("transformers", "f32", f"{note}, stride 0", several, chunked))
-            overlapping = transformers_side(checkpoint, samples, budget, None)
-            sides.append(Side("transformers (default stride)", "f32", f"{note}, stride 5 s", (1,), overlapping))
+            policy = None if args.omp_wait_policy == "default" else args.omp_wait_policy
+            torch_note, hf = stack.enter_context(transformers_process(checkpoint, samples, budget, policy))
+            note = f"{torch_note}, OMP_WAIT_POLICY {args.omp_wait_policy}"
+            sides.append(Side("transformers", "f32", f"{note}, stride 0", several, lambda count: hf(count, 0.0)))
+            if not args.no_default_stride:
+                sides.append(
+                    Side("transformers (stride 5 s)", "f32", f"{note}, default stride", (1,), lambda n: hf(n, None))
+                )
 
         for side in sides:  # untimed: compiles, allocates, fills caches
             started = time.perf_counter()
@@ -316,14 +397,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"#{repeat + 1} {side.name} {side.precision} x{count}: wall {run.wall:.2f} s, "
                       f"tokens {run.tokens}, load {run.load_1min:.1f}", flush=True)  # fmt: skip
 
+    same_text = _server_tokens_from_raw(sides)
     rows = [summarize(side, count, args.seconds) for side in sides for count in side.clients]
-    raw_texts = {side.precision: side.runs[1][0].text for side in sides if side.name == "openvino_genai"}
-    server_texts = {side.precision: side.runs[1][0].text for side in sides if side.name == "ovserve"}
-    same_text = {
-        precision: text.strip() == raw_texts[precision].strip()
-        for precision, text in server_texts.items()
-        if precision in raw_texts
-    }
     uptime_end = _uptime()
     print("\n" + markdown(rows, args.seconds))
     print(f"\nserver text == raw pipeline text (same precision): {same_text}")
@@ -337,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                 "clients": args.clients,
                 "repeats": args.repeats,
                 "token_budget": budget,
-                "torch_threads": torch.get_num_threads(),
+                "omp_wait_policy": args.omp_wait_policy,
             },
             "uptime": {"start": uptime_start, "end": uptime_end},
             "server_text_equals_raw": same_text,
