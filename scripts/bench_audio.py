@@ -323,7 +323,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model_path", type=Path, help="a Whisper IR directory with its checkpoint in transformers/")
     parser.add_argument("--models_dir", type=Path, default=ROOT / "models")
     parser.add_argument("--seconds", type=float, default=60.0, help="clip length")
-    parser.add_argument("--clients", type=int, default=4, help="clips at once (besides 1)")
+    parser.add_argument("--clients", type=int, default=4, help="clips at once (besides 1; 1: only 1)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--port", type=int, default=8775, help="the default-precision server's; f32's is +1")
     parser.add_argument("--only", nargs="+", choices=["ovserve", "openvino_genai", "transformers"])
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with ExitStack() as stack:
         sides: list[Side] = []
-        several = (1, args.clients)
+        several = (1, args.clients) if args.clients > 1 else (1,)
         if "ovserve" in wanted:
             for offset, (precision, properties) in enumerate(precisions):
                 server_args = "--task speech_to_text"
