@@ -3,14 +3,14 @@
 Whisper's real shape where the pipeline depends on it (80 mel bins, 30 s windows of 3000 frames,
 1500 encoder positions, the special tokens ``<|startoftranscript|>``, languages, ``<|transcribe|>``,
 ``<|translate|>``, ``<|notimestamps|>`` and the 1501 timestamp tokens ``<|0.00|>``..``<|30.00|>`` right
-after it). The text vocabulary is a byte-level BPE
-trained on the local stdlib sources (no download); the special tokens, ``<|endoftext|>`` first, are
-appended after it in Whisper's order (the pipeline's word timestamps take every id below
-``<|endoftext|>`` for text), and ``generation_config.json`` carries the ids the pipeline reads
-(``lang_to_id``, ``task_to_id``, ``no_timestamps_token_id``, suppress lists) and the
-``alignment_heads`` of word timestamps: every head of the last half of the decoder layers, Whisper's
-default for a model nobody measured. Only the "space + letters" tokens have output weights, so the
-greedy text is words (" make make ..."), which word timestamps split and time.
+after it). The text vocabulary is a byte-level BPE trained on the local stdlib sources (no
+download); the special tokens, ``<|endoftext|>`` first, are appended after it in Whisper's order (the
+pipeline's word timestamps take every id below ``<|endoftext|>`` for text), and
+``generation_config.json`` carries the ids the pipeline reads (``lang_to_id``, ``task_to_id``,
+``no_timestamps_token_id``, suppress lists) and the ``alignment_heads`` of word timestamps: every
+head of the last half of the decoder layers, Whisper's default for a model nobody measured. Only
+the "space + letters" tokens have output weights, so the greedy text is words (" make make ..."),
+which word timestamps split and time.
 
 - ``tiny-whisper``: tiny everywhere else (d_model 64, 2+2 layers, ~3.5k tokens), fp16 IR: the tests' model.
 - ``bench-whisper-tiny``: openai/whisper-tiny's size (d_model 384, 4+4 layers, 6 heads, FFN 1536,
