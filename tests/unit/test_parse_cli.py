@@ -29,7 +29,7 @@ HERMES_OUTPUT = (
     '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
 )
 HERMES_MESSAGE = {
-    "content": "Let me look.\n\n",
+    "content": "Let me look.",
     "reasoning_content": "The user wants Paris.",
     "tool_calls": [
         {
