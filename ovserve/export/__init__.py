@@ -70,7 +70,7 @@ from ovserve.export.repository import (
     GraphOptions,
     add_servable,
     check_not_overlapping,
-    read_repository_config,
+    check_target_free,
     render_graph,
     staging_directory,
     swap_into_place,
@@ -121,9 +121,7 @@ def export_text_generation(plan: ExportPlan) -> None:
     unless every step before the config.json update succeeded."""
     started = time.monotonic()
     target = plan.model_dir
-    if target.exists() and not plan.overwrite:
-        raise ExportError(f"{target} already exists; pass --overwrite_models to replace it (nothing was changed)")
-    read_repository_config(plan.config_path)  # an unusable config.json stops us before the export
+    check_target_free(target, plan.overwrite, plan.config_path)  # an unusable config.json stops us before the export
 
     source = resolve_source(plan.source)
     stage(f"source: {source.describe()}")

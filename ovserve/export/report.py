@@ -19,3 +19,9 @@ def stage(message: str) -> None:
 
 def gb(size: float) -> str:
     return f"{size / 1024**3:.2f} GB"
+
+
+def load_failure(exc: Exception) -> ExportError:
+    """The error for an exported model OpenVINO cannot load as the server would: its message on one line."""
+    detail = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
+    return ExportError(f"the exported model does not load in OpenVINO as the server loads it: {detail}")

@@ -111,6 +111,13 @@ def render_graph(options: GraphOptions) -> str:
     return _GRAPH_HEAD + "\n".join(" " * 10 + line for line in lines) + _GRAPH_TAIL
 
 
+def check_target_free(target: Path, overwrite: bool, config_path: Path) -> None:
+    """Before any work: the model directory is free (or ``overwrite``) and config.json is usable."""
+    if target.exists() and not overwrite:
+        raise ExportError(f"{target} already exists; pass --overwrite_models to replace it (nothing was changed)")
+    read_repository_config(config_path)
+
+
 def read_repository_config(config_path: Path) -> dict[str, Any]:
     """The current config.json (an empty OVMS config if there is none); raises ExportError if unusable."""
     if not config_path.exists():

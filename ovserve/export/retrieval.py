@@ -29,7 +29,7 @@ from ovserve.export.arguments import (
     _non_negative_int,
     parse_compression_options,
 )
-from ovserve.export.report import ExportError, stage
+from ovserve.export.report import ExportError, load_failure, stage
 from ovserve.settings.graph import POOLING_TYPES
 
 # Subcommand -> task; OVMS's names first, ovserve's short aliases second.
@@ -165,8 +165,7 @@ def check_runs(graph_path: Path, plan: RetrievalPlan) -> None:
         else:
             result = f"relevance {pipe.score('Hello', ['Hello there'])[0]:.3f}"
     except (RuntimeError, ValueError) as exc:  # OpenVINO's errors; ValueError: a tokenizer the reranker cannot read
-        detail = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
-        raise ExportError(f"the exported model does not load in OpenVINO as the server loads it: {detail}") from exc
+        raise load_failure(exc) from exc
     stage(f"check: {result} in {time.monotonic() - started:.1f} s")
 
 
@@ -176,7 +175,7 @@ def export_retrieval(plan: RetrievalPlan) -> None:
     from ovserve.export.repository import (
         add_servable,
         check_not_overlapping,
-        read_repository_config,
+        check_target_free,
         staging_directory,
         swap_into_place,
     )
@@ -184,9 +183,7 @@ def export_retrieval(plan: RetrievalPlan) -> None:
 
     started = time.monotonic()
     target = plan.model_dir
-    if target.exists() and not plan.overwrite:
-        raise ExportError(f"{target} already exists; pass --overwrite_models to replace it (nothing was changed)")
-    read_repository_config(plan.config_path)
+    check_target_free(target, plan.overwrite, plan.config_path)
     source = resolve_source(plan.source)
     stage(f"source: {source.describe()}")
     check_not_overlapping(source.local_dir, target)
