@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ovserve.engine.compile_cache import compile_cache_lock
 from ovserve.engine.loop import STEPS_TO_FREE
 from ovserve.engine.memory import bound_kernel_caches
 from ovserve.engine.messages import GenerationParams
@@ -118,7 +119,13 @@ def _scheduler_config(settings: SchedulerSettings) -> Any:
 
 def build_pipeline(spec: EngineSpec) -> Any:
     """The pipeline of ``spec.kind``: continuous batching (plain, speculative, prompt lookup) or
-    stateful; for embeddings and rerank, the retrieval model (``ovserve.engine.retrieval``)."""
+    stateful; for embeddings and rerank, the retrieval model (``ovserve.engine.retrieval``); for
+    speech, ``ovserve.engine.speech``. Built holding its model cache (``ovserve.engine.compile_cache``)."""
+    with compile_cache_lock(spec.plugin_config):
+        return _build_pipeline(spec)
+
+
+def _build_pipeline(spec: EngineSpec) -> Any:
     import openvino_genai as ov_genai
 
     if spec.kind is PipelineKind.SPEECH_TO_TEXT:
