@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import bisect
 
+from ovserve.ticks import sleep_to_next_tick
+
 # Upper bounds in seconds; the last bucket (+Inf) is implicit.
 BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -35,6 +37,6 @@ class LoopLagMonitor:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            before = loop.time()
-            await asyncio.sleep(self.interval)
-            self.record(max(0.0, loop.time() - before - self.interval))
+            # On the housekeeping grid (ovserve.ticks): the other periodic tasks wake with it.
+            tick = await sleep_to_next_tick(self.interval)
+            self.record(max(0.0, loop.time() - tick))

@@ -60,6 +60,7 @@ from ovserve.engine.restarts import RestartPolicy
 from ovserve.engine.spec import EngineSpec
 from ovserve.engine.watchdog import StallWatch
 from ovserve.errors import BadRequestError, EngineError, OvserveError, ServiceUnavailableError
+from ovserve.ticks import sleep_to_next_tick
 
 log = logging.getLogger(__name__)
 
@@ -365,10 +366,12 @@ class EngineClient:
         a request that arrives meanwhile is refused at once instead of waiting for a dead engine."""
         interval = min(1.0, self._stall_watch.stall_timeout / 4)
         while not self._closing:
-            await asyncio.sleep(interval)
+            await sleep_to_next_tick(interval)  # with the other housekeeping (ovserve.ticks)
             if not self.ready or self._process is None:
                 continue
-            finding = self._stall_watch.check(time.monotonic(), self._process.sample())
+            now = time.monotonic()
+            sample = self._process.sample() if self._stall_watch.wants_sample(now) else None
+            finding = self._stall_watch.check(now, sample)
             if finding is None:
                 continue
             engine = f"engine of {self.spec.name!r} (pid {self.pid}) {finding.why}"

@@ -30,6 +30,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
 
 def machine_memory_bytes() -> int | None:
     """The memory this process's machine offers: its physical RAM, or its cgroup's limit when that
@@ -48,16 +50,15 @@ def machine_memory_bytes() -> int | None:
 
 
 def resident_memory_bytes(pid: int) -> int | None:
-    """A process's resident memory (``VmRSS`` in ``/proc/<pid>/status``); None when there is none to
-    read: the process is gone or a zombie (no ``VmRSS`` line), or there is no ``/proc``."""
+    """A process's resident memory (``VmRSS``, read as pages from ``/proc/<pid>/statm``: half the
+    cost of parsing ``status``, and it is read twice a second per engine); None when there is none
+    to read: the process is gone or a zombie (no memory), or there is no ``/proc``."""
     try:
-        status = Path(f"/proc/{pid}/status").read_bytes()
-    except OSError:
+        fields = Path(f"/proc/{pid}/statm").read_bytes().split()
+        pages = int(fields[1])
+    except (OSError, IndexError, ValueError):
         return None
-    for line in status.splitlines():
-        if line.startswith(b"VmRSS:"):
-            return int(line.split()[1]) * 1024  # the kernel writes kB
-    return None
+    return pages * _PAGE_SIZE if pages else None
 
 
 # mallopt parameters (glibc malloc.h)

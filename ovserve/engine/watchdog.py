@@ -15,7 +15,9 @@ Contract of :class:`StallWatch` (pure: the caller brings the clock and the sampl
 - it is *stalled* once it has shown neither for ``stall_timeout`` seconds, or once it has been
   silent for ``step_timeout`` seconds however busy (a step that spins forever); ``step_timeout`` 0
   turns that bound off, and it is never shorter than ``stall_timeout``;
-- without samples (no ``/proc``: not Linux), silence alone decides, as before CPU time was read.
+- without samples (no ``/proc``: not Linux), silence alone decides, as before CPU time was read;
+- samples are wanted (:meth:`StallWatch.wants_sample`) only once the engine has been silent for a
+  quarter of ``stall_timeout``, and compared only within one silence.
 
 :func:`read_process_sample` reads a process's (or a thread's) state and CPU time from ``/proc``.
 """
@@ -102,6 +104,14 @@ class StallWatch:
         """The engine sent something: it is alive and between steps."""
         self._last_heard = now
         self._long_step_noted = False
+        # CPU time is compared within one silence: a sample from before it would count the work
+        # the engine reported as work done while silent.
+        self._last_sample = None
+
+    def wants_sample(self, now: float) -> bool:
+        """Whether the engine has been silent long enough (a quarter of the stall timeout) for
+        its CPU time to matter. Until then its reports speak for it: /proc is not read."""
+        return now - self._last_heard >= self.stall_timeout / 4
 
     def check(self, now: float, sample: ProcessSample | None) -> Finding | None:
         """Take a sample of the engine's process (None when it cannot be read) and judge it: a

@@ -56,6 +56,7 @@ from ovserve.models.residency import (
 )
 from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.settings.schema import ServerSettings
+from ovserve.ticks import sleep_to_next_tick
 
 log = logging.getLogger(__name__)
 
@@ -438,7 +439,7 @@ class ResidencyManager:
         """Every :data:`SAMPLE_INTERVAL_S`: each running engine's memory, and the models idle past
         their timeout unloaded."""
         while True:
-            await asyncio.sleep(SAMPLE_INTERVAL_S)
+            await sleep_to_next_tick(SAMPLE_INTERVAL_S)  # with the other housekeeping (ovserve.ticks)
             for model in list(self._managed.values()):
                 if model.engine.ready:
                     model.residency.observe(self.measure(model))

@@ -31,6 +31,7 @@ from ovserve.models.residency import ModelState
 from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.settings.graph import RESIDENCY_OPTIONS, GraphError, read_config
 from ovserve.settings.schema import ModelSettings, ServerSettings, models_from_config
+from ovserve.ticks import sleep_to_next_tick
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ class ConfigReloader:
         """Reload whenever the files change, checking every ``interval`` seconds."""
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(interval)
+            await sleep_to_next_tick(interval)  # with the other housekeeping (ovserve.ticks)
             seen = await loop.run_in_executor(None, self.fingerprint)
             if seen in (self._applied, self._seen):
                 continue

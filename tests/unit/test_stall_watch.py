@@ -190,3 +190,21 @@ def _work_on_a_thread(seconds: float) -> None:
     worker = threading.Thread(target=work)
     worker.start()
     worker.join()
+
+
+def test_samples_are_wanted_only_after_a_quarter_of_the_stall_timeout_of_silence() -> None:
+    watch = StallWatch(STALL_S, STEP_S, now=0.0)
+    watch.heard(100.0)
+    assert not watch.wants_sample(100.0 + STALL_S / 4 - 0.01)  # its reports speak for it
+    assert watch.wants_sample(100.0 + STALL_S / 4)
+
+
+def test_cpu_used_while_the_engine_reported_does_not_count_as_work_in_the_next_silence() -> None:
+    watch = StallWatch(STALL_S, STEP_S, now=0.0)
+    assert watch.check(1.0, running(1.0)) is None  # a sample, then a busy stretch it reported through
+    watch.heard(30.0)
+    # Hung from second 30 on: its 29 s of reported work must not make the first silent sample "busy".
+    findings = {second: watch.check(float(second), sleeping(29.0)) for second in range(33, 42)}
+    stall = findings[41]
+    assert all(finding is None for second, finding in findings.items() if second < 41)
+    assert stall is not None and stall.stalled
