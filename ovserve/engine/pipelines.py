@@ -121,7 +121,8 @@ def build_pipeline(spec: EngineSpec) -> Any:
     """The pipeline of ``spec.kind``: continuous batching (plain, speculative, prompt lookup) or
     stateful; for embeddings and rerank, the retrieval model (``ovserve.engine.retrieval``); for
     speech, ``ovserve.engine.speech``. Built holding its model cache (``ovserve.engine.compile_cache``)."""
-    with compile_cache_lock(spec.plugin_config):
+    compiled = [spec.model_path] + ([spec.draft_models_path] if spec.draft_models_path else [])
+    with compile_cache_lock(spec.plugin_config, compiled):
         return _build_pipeline(spec)
 
 
