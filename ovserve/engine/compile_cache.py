@@ -1,4 +1,4 @@
-"""One compilation at a time per OpenVINO model cache directory (``CACHE_DIR``), across processes.
+"""One compilation of a model at a time in an OpenVINO model cache (``CACHE_DIR``), across processes.
 
 Why: OpenVINO's cache is not safe for concurrent writers of the same entry. A process that finds a
 blob another process is still writing fails to import it, removes it as corrupt, and the writer
