@@ -44,6 +44,9 @@ def _stream_chat(url: str, index: int) -> str:
 
 
 @pytest.mark.slow
+# 30 starts outlast the suite's 300 s per test beside two CPU-bound processes (over 10 s a start);
+# a frozen start fails on its own bounds first (the burst's 2 x 60 s, readiness's 300 s).
+@pytest.mark.timeout(STARTS * 60)
 def test_first_burst_on_a_fresh_server_never_freezes(tiny_llm: Path, tmp_path: Path) -> None:
     for start in range(STARTS):
         server = start_server(tmp_path, tiny_llm)
