@@ -79,13 +79,15 @@ def test_text_requests_are_served_while_an_image_request_is_admitted(slow_vlm: S
         json={"model": "tiny-vlm", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16},
         timeout=60,
     )
-    text_latency = time.monotonic() - text_sent
+    text_done = time.monotonic()
     image.join(60)
     assert text.status_code == 200, text.text
     assert answers["image"].status_code == 200, answers["image"].text
     assert time.monotonic() - sent >= SLOW_ADMISSION_S  # the fault really held the image request
-    # With the admission on the step thread, the text request waited for the rest of the admission.
-    assert text_latency < SLOW_ADMISSION_S / 3, text_latency
+    # With the admission on the step thread, the text request waited for the rest of the admission,
+    # so it could not be answered before the admission's end. A bound from that end, not from the
+    # text request's own time: that stretches beside CPU-bound neighbours (0.62 s beside two).
+    assert text_done - sent < SLOW_ADMISSION_S, f"text answered {text_done - text_sent:.2f} s after it was sent"
     _wait_idle(slow_vlm)
 
 
