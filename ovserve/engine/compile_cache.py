@@ -53,13 +53,12 @@ def compile_cache_lock(plugin_config: Mapping[str, Any], model_dirs: Iterable[Pa
         return
     directory = Path(str(cache_dir))
     with contextlib.ExitStack() as held:
-        for name in sorted({lock_file_name(model_dir) for model_dir in model_dirs}):
-            try:
-                directory.mkdir(parents=True, exist_ok=True)  # OpenVINO would make it; the lock comes first
+        try:
+            directory.mkdir(parents=True, exist_ok=True)  # OpenVINO would make it; the lock comes first
+            for name in sorted({lock_file_name(model_dir) for model_dir in model_dirs}):
                 fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-            except OSError as exc:
-                log.debug("model cache %s not locked (%s): it cannot be written either", cache_dir, exc)
-                break
-            held.callback(os.close, fd)  # closing the only descriptor releases the lock
-            fcntl.flock(fd, fcntl.LOCK_EX)
+                held.callback(os.close, fd)  # closing the only descriptor releases the lock
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            log.debug("model cache %s not locked (%s): it cannot be written either", cache_dir, exc)
         yield
