@@ -183,16 +183,21 @@ SPEECH_FORMATS: dict[str, tuple[str, str, str, str]] = {
     "wav": ("wav", "pcm_s16le", "s16", "audio/wav"),
 }
 PCM_CONTENT_TYPE = "audio/pcm"
+# OpenAI's ``pcm`` is headerless 24 kHz 16-bit mono, and clients play it at that rate without asking
+# (the SDK's examples open their output device at 24000): pcm is resampled to it. The containers
+# name their own rate, so they keep the model's.
+PCM_SAMPLE_RATE = 24_000
 
 
-def encode_audio(samples: np.ndarray, rate: int, response_format: str) -> tuple[bytes, str]:
+def encode_audio(samples: np.ndarray, rate: int, response_format: str) -> tuple[bytes, str, int]:
     """float32 mono ``samples`` at ``rate`` as a file of ``response_format`` (SPEECH_FORMATS, or
-    ``pcm``: raw 16-bit little-endian), and its content type."""
-    clipped = np.clip(np.nan_to_num(samples.astype(np.float32, copy=False)), -1.0, 1.0)
-    pcm = (clipped * 32767).astype("<i2")
-    if response_format == "pcm":
-        return pcm.tobytes(), PCM_CONTENT_TYPE
+    ``pcm``: raw 16-bit little-endian at :data:`PCM_SAMPLE_RATE`), its content type and its rate."""
     import av
+
+    clipped = np.clip(np.nan_to_num(samples.astype(np.float32, copy=False)), -1.0, 1.0)
+    if response_format == "pcm":
+        return _resampled_pcm(clipped, rate, PCM_SAMPLE_RATE), PCM_CONTENT_TYPE, PCM_SAMPLE_RATE
+    pcm = (clipped * 32767).astype("<i2")
 
     container_name, codec, sample_format, content_type = SPEECH_FORMATS[response_format]
     buffer = io.BytesIO()
@@ -210,4 +215,18 @@ def encode_audio(samples: np.ndarray, rate: int, response_format: str) -> tuple[
             output.mux(packet)
         for packet in stream.encode(None):
             output.mux(packet)
-    return buffer.getvalue(), content_type
+    return buffer.getvalue(), content_type, rate
+
+
+def _resampled_pcm(clipped: np.ndarray, rate: int, target_rate: int) -> bytes:
+    """``clipped`` (float32 mono in [-1, 1] at ``rate``) as 16-bit little-endian samples at ``target_rate``,
+    through FFmpeg's resampler (flushed, so the tail is not lost)."""
+    import av
+
+    if rate == target_rate or clipped.size == 0:
+        return (clipped * 32767).astype("<i2").tobytes()
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=target_rate)
+    frame = av.AudioFrame.from_ndarray(clipped.reshape(1, -1), format="flt", layout="mono")
+    frame.sample_rate = rate
+    parts = [out.to_ndarray().reshape(-1) for out in (*resampler.resample(frame), *resampler.resample(None))]
+    return np.concatenate(parts).astype("<i2").tobytes() if parts else b""

@@ -45,7 +45,11 @@ def test_every_response_format_is_audio(client: openai.OpenAI, response_format: 
     data = speech.content
     assert data
     if response_format == "pcm":
-        assert len(data) % 2 == 0 and speech.response.headers["x-sample-rate"] == "16000"
+        # OpenAI's rate, resampled from the model's 16 kHz: 1.5 samples out per sample in.
+        assert len(data) % 2 == 0 and speech.response.headers["x-sample-rate"] == "24000"
+        wav = client.audio.speech.create(model=MODEL, voice="alloy", input="Hello from ovserve.", response_format="wav")
+        assert wav.response.headers["x-sample-rate"] == "16000"
+        assert abs(len(data) / 2 - decode_audio(wav.content, 60).seconds * 24_000) <= 24_000 * 0.01
     elif response_format != "aac":  # ADTS is not among the upload formats
         assert decode_audio(data, 60).seconds > 0
 

@@ -6,9 +6,9 @@ one of the model's voices (its speaker embeddings; OpenAI's ``{"id": ...}`` form
 A voice the model does not have is a 400 listing the ones it has, as in OVMS; ``stream_format``
 "sse" is refused (the pipeline makes the whole waveform in one call; "audio", the whole file, is
 what every answer is). ``instructions`` cannot steer SpeechT5 and is refused rather than ignored.
-:meth:`SpeechService.speak` returns the encoded file and its content type; ``pcm`` is raw 16-bit
-little-endian mono at the model's rate (16 kHz for SpeechT5; OpenAI's is 24 kHz), named in the
-``X-Sample-Rate`` header.
+:meth:`SpeechService.speak` returns the encoded file, its content type and its sample rate (named in
+the ``X-Sample-Rate`` header); ``pcm`` is raw 16-bit little-endian mono at 24 kHz as OpenAI's
+(resampled from the model's rate: 16 kHz for SpeechT5), the containers keep the model's rate.
 """
 
 from __future__ import annotations
@@ -77,7 +77,4 @@ class SpeechService:
         if not model.engine.ready:
             raise model.engine.not_ready_error()
         result = await model.engine.synthesize(request.input, request.voice, request.speed)
-        data, content_type = await asyncio.to_thread(
-            encode_audio, result.samples, result.sample_rate, request.response_format
-        )
-        return data, content_type, result.sample_rate
+        return await asyncio.to_thread(encode_audio, result.samples, result.sample_rate, request.response_format)
