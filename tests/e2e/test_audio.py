@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import openai
+import pysubs2
 import pytest
 
 from ovserve.engine.memory import resident_memory_bytes
@@ -64,12 +65,30 @@ def test_text(client: openai.OpenAI) -> None:
     assert isinstance(result, str) and result == json_result.text  # greedy: the same text
 
 
+def _subtitles(text: str, format_: str) -> list[pysubs2.SSAEvent]:
+    """The cues of an srt/vtt answer, parsed by a subtitle library; their times are monotone and
+    within the 3 s clip, and each cue has text."""
+    events = list(pysubs2.SSAFile.from_string(text, format_=format_))
+    assert events, text
+    previous_end = 0
+    for event in events:
+        assert previous_end <= event.start <= event.end <= 3000, text  # milliseconds
+        assert event.plaintext.strip()
+        previous_end = event.end
+    return events
+
+
 def test_srt(client: openai.OpenAI) -> None:
     result = client.audio.transcriptions.create(model=MODEL, file=_wav(), response_format="srt")
     lines = result.splitlines()
     assert lines[0] == "1"
     assert lines[1].startswith("00:00:") and " --> 00:00:03,000" in lines[1]
-    assert lines[2].strip()
+    events = _subtitles(result, "srt")
+    # The cues are verbose_json's segments (both are decoded with timestamps; greedy: the same ones).
+    verbose = client.audio.transcriptions.create(model=MODEL, file=_wav(), response_format="verbose_json")
+    assert verbose.segments is not None
+    assert [event.plaintext.strip() for event in events] == [segment.text.strip() for segment in verbose.segments]
+    assert [event.start for event in events] == [round(segment.start * 1000) for segment in verbose.segments]
 
 
 def test_vtt(client: openai.OpenAI) -> None:
@@ -77,6 +96,7 @@ def test_vtt(client: openai.OpenAI) -> None:
     lines = result.splitlines()
     assert lines[0] == "WEBVTT"
     assert " --> " in lines[2] and lines[2].endswith("00:00:03.000")
+    assert _subtitles(result, "vtt")[-1].end == 3000
 
 
 def test_verbose_json_with_segments(client: openai.OpenAI) -> None:
