@@ -46,8 +46,8 @@ import json
 import math
 import re
 from enum import Enum
-from typing import Any
 
+from ovserve.json_types import JsonObject, JsonValue
 from ovserve.parsers.base import (
     OutputParser,
     Parsed,
@@ -107,7 +107,7 @@ class _Reader:
         self.position = end + len(STRING)
         return value
 
-    def value(self) -> Any:
+    def value(self) -> JsonValue:
         self.skip_space()
         if self.at(STRING):
             return self.string()
@@ -120,9 +120,9 @@ class _Reader:
             self.position += 1
         return _bare(self.text[start : self.position].strip())
 
-    def object(self) -> dict[str, Any]:
+    def object(self) -> JsonObject:
         self.take("{")
-        result: dict[str, Any] = {}
+        result: JsonObject = {}
         self.skip_space()
         while not self.at("}"):
             key = self.key()
@@ -147,9 +147,9 @@ class _Reader:
         self.take(":")
         return key
 
-    def array(self) -> list[Any]:
+    def array(self) -> list[JsonValue]:
         self.take("[")
-        items: list[Any] = []
+        items: list[JsonValue] = []
         self.skip_space()
         while not self.at("]"):
             items.append(self.value())
@@ -170,7 +170,7 @@ class _Reader:
         return False
 
 
-def _bare(raw: str) -> Any:
+def _bare(raw: str) -> JsonValue:
     if not raw:
         raise PayloadError("an argument without a value")
     if raw in ("true", "false"):

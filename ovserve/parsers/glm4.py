@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ovserve.json_types import JsonObject
 from ovserve.parsers.base import (
     CallRegex,
     PayloadError,
@@ -84,7 +85,7 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     name = head.strip()
     if not name or any(char in _NOT_IN_NAMES for char in name):
         raise PayloadError(f"invalid function name {name!r}")
-    arguments: dict[str, Any] = {}
+    arguments: JsonObject = {}
     position = _skip_separators(payload, len(head))
     while position < len(payload):
         key_start = _expect(payload, position, KEY)

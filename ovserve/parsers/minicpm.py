@@ -36,6 +36,7 @@ import re
 import tokenize
 from typing import Any
 
+from ovserve.json_types import JsonObject
 from ovserve.parsers.base import (
     PayloadError,
     SchemaRegex,
@@ -96,7 +97,7 @@ def _value(source: str, node: ast.expr) -> Any:
     return value
 
 
-def _arguments(text: str) -> dict[str, Any]:
+def _arguments(text: str) -> JsonObject:
     source = _keyword_names_renamed(f"f({text})")
     try:
         call = ast.parse(source, mode="eval").body
@@ -104,7 +105,7 @@ def _arguments(text: str) -> dict[str, Any]:
         raise PayloadError(f"not a Python call: {exc}") from exc
     if not isinstance(call, ast.Call) or call.args:
         raise PayloadError("arguments must all be keyword arguments")
-    arguments: dict[str, Any] = {}
+    arguments: JsonObject = {}
     for argument in call.keywords:
         if argument.arg is None:
             raise PayloadError("**kwargs is not an argument")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ovserve.json_types import JsonObject
 from ovserve.parsers.base import (
     PayloadError,
     SchemaRegex,
@@ -75,7 +76,7 @@ def _text(value: str) -> str:
 
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     name, position = _attribute(payload, 0)
-    arguments: dict[str, Any] = {}
+    arguments: JsonObject = {}
     while True:
         position += len(payload[position:]) - len(payload[position:].lstrip())
         if position >= len(payload):

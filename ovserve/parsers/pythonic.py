@@ -33,6 +33,7 @@ import math
 from typing import Any
 
 from ovserve.errors import BadRequestError
+from ovserve.json_types import JsonObject, JsonValue
 from ovserve.parsers.base import PayloadError, SchemaRegex, ToolCall, ToolCallFormat, ToolSchemas
 
 BARE = "["
@@ -60,7 +61,7 @@ def _call(node: ast.expr) -> ToolCall:
         raise PayloadError("each item must be a call of a tool by name")
     if node.args:
         raise PayloadError(f"{node.func.id}: positional arguments have no parameter names")
-    arguments: dict[str, Any] = {}
+    arguments: JsonObject = {}
     for argument in node.keywords:
         if argument.arg is None:
             raise PayloadError(f"{node.func.id}: ** arguments are not literals")
@@ -68,7 +69,7 @@ def _call(node: ast.expr) -> ToolCall:
     return ToolCall(name=node.func.id, arguments=json.dumps(arguments, ensure_ascii=False))
 
 
-def _value(node: ast.expr) -> Any:
+def _value(node: ast.expr) -> JsonValue:
     match node:
         case ast.Constant(value=str() as text):
             return _text(text)
@@ -85,7 +86,7 @@ def _value(node: ast.expr) -> Any:
         case ast.List(elts=items) | ast.Tuple(elts=items):
             return [_value(item) for item in items]
         case ast.Dict(keys=keys, values=values):
-            result: dict[str, Any] = {}
+            result: JsonObject = {}
             for key, item in zip(keys, values, strict=True):
                 if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
                     raise PayloadError("dict keys must be strings")

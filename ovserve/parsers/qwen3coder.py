@@ -35,6 +35,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from ovserve.json_types import JsonObject
 from ovserve.parsers.base import (
     PayloadError,
     SchemaRegex,
@@ -115,7 +116,7 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     name = _name(payload[len(FUNCTION) : close], "function")
     if not payload.endswith(FUNCTION_END):
         raise PayloadError(f"missing {FUNCTION_END}")
-    arguments: dict[str, Any] = {}
+    arguments: JsonObject = {}
     for argument, text in _parameters(payload[close + 1 : -len(FUNCTION_END)]):
         arguments[argument] = typed_value(_without_delimiting_newlines(text), property_schema(tools, name, argument))
     return [ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))]

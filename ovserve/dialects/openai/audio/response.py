@@ -5,15 +5,16 @@ Contract: :func:`render` gives (body, content type) for a finished transcript: `
 ``verbose_json`` OpenAI's object with ``task``, ``language`` (its English name), ``duration``,
 ``segments`` (unless only word timestamps were asked), ``words`` (``{word, start, end}``, when
 asked) and ``usage``. ``usage`` is OpenAI's duration usage: the audio's seconds, rounded up.
-Stream events are :func:`delta_event` and :func:`done_event`.
+Stream events are :func:`delta_event` and :func:`done_event`. Every JSON body is a response model
+(:class:`~ovserve.dialects.body.Body`).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from typing import Any
+from typing import Literal
 
+from ovserve.dialects.body import Body
 from ovserve.dialects.openai.audio.request import AudioRequest
 from ovserve.engine.messages import TranscribeResult
 
@@ -27,8 +28,66 @@ LANGUAGE_NAMES = {
 Segment = tuple[float, float, str]
 
 
-def usage(seconds: float) -> dict[str, Any]:
-    return {"type": "duration", "seconds": max(1, math.ceil(seconds))}
+class DurationUsage(Body):
+    """OpenAI's usage of an audio request: the audio's seconds, rounded up (at least 1)."""
+
+    type: Literal["duration"]
+    seconds: int
+
+
+def usage(seconds: float) -> DurationUsage:
+    return DurationUsage(type="duration", seconds=max(1, math.ceil(seconds)))
+
+
+class Transcription(Body):
+    """``response_format: json``."""
+
+    text: str
+    usage: DurationUsage
+
+
+class TranscriptionSegment(Body):
+    id: int
+    seek: int
+    start: float
+    end: float
+    text: str
+    tokens: list[int]
+    temperature: float
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+
+
+class TranscriptionWord(Body):
+    word: str
+    start: float
+    end: float
+
+
+class VerboseTranscription(Body):
+    """``response_format: verbose_json``: ``segments`` and ``words`` only when asked for."""
+
+    task: Literal["transcribe", "translate"]
+    language: str
+    duration: float
+    text: str
+    segments: list[TranscriptionSegment] | None = None
+    words: list[TranscriptionWord] | None = None
+    usage: DurationUsage
+
+
+class TranscriptTextDelta(Body):
+    type: Literal["transcript.text.delta"]
+    delta: str
+    logprobs: None
+
+
+class TranscriptTextDone(Body):
+    type: Literal["transcript.text.done"]
+    text: str
+    logprobs: None
+    usage: DurationUsage
 
 
 def _clock(seconds: float, separator: str) -> str:
@@ -60,34 +119,34 @@ def vtt(text: str, segments: list[Segment], seconds: float) -> str:
     return "WEBVTT\n\n" + "\n".join(cues)
 
 
-def verbose(request: AudioRequest, result: TranscribeResult, seconds: float) -> dict[str, Any]:
+def verbose(request: AudioRequest, result: TranscribeResult, seconds: float) -> VerboseTranscription:
     code = result.language or "en"
-    body: dict[str, Any] = {
-        "task": "translate" if request.task == "translate" else "transcribe",
-        "language": LANGUAGE_NAMES.get(code, code) if request.task == "transcribe" else "english",
-        "duration": round(seconds, 3),
-        "text": result.text,
-    }
+    body = VerboseTranscription(
+        task="translate" if request.task == "translate" else "transcribe",
+        language=LANGUAGE_NAMES.get(code, code) if request.task == "transcribe" else "english",
+        duration=round(seconds, 3),
+        text=result.text,
+        usage=usage(seconds),
+    )
     if request.timestamps:
-        body["segments"] = [
-            {
-                "id": index,
-                "seek": 0,
-                "start": start,
-                "end": end,
-                "text": part,
-                "tokens": [],
-                "temperature": request.temperature,
+        body.segments = [
+            TranscriptionSegment(
+                id=index,
+                seek=0,
+                start=start,
+                end=end,
+                text=part,
+                tokens=[],
+                temperature=request.temperature,
                 # Not measured by the pipeline; OpenAI's neutral values.
-                "avg_logprob": 0.0,
-                "compression_ratio": 1.0,
-                "no_speech_prob": 0.0,
-            }
+                avg_logprob=0.0,
+                compression_ratio=1.0,
+                no_speech_prob=0.0,
+            )
             for index, (start, end, part) in enumerate(_segments_or_whole(result.text, result.segments, seconds))
         ]
     if request.words:
-        body["words"] = [{"word": word, "start": start, "end": end} for start, end, word in result.words]
-    body["usage"] = usage(seconds)
+        body.words = [TranscriptionWord(word=word, start=start, end=end) for start, end, word in result.words]
     return body
 
 
@@ -101,14 +160,14 @@ def render(request: AudioRequest, result: TranscribeResult, seconds: float) -> t
         case "vtt":
             return vtt(text, segments, seconds), "text/vtt"
         case "verbose_json":
-            return json.dumps(verbose(request, result, seconds), ensure_ascii=False), "application/json"
+            return verbose(request, result, seconds).encode(), "application/json"
         case _:
-            return json.dumps({"text": text, "usage": usage(seconds)}, ensure_ascii=False), "application/json"
+            return Transcription(text=text, usage=usage(seconds)).encode(), "application/json"
 
 
-def delta_event(text: str) -> dict[str, Any]:
-    return {"type": "transcript.text.delta", "delta": text, "logprobs": None}
+def delta_event(text: str) -> TranscriptTextDelta:
+    return TranscriptTextDelta(type="transcript.text.delta", delta=text, logprobs=None)
 
 
-def done_event(text: str, seconds: float) -> dict[str, Any]:
-    return {"type": "transcript.text.done", "text": text, "logprobs": None, "usage": usage(seconds)}
+def done_event(text: str, seconds: float) -> TranscriptTextDone:
+    return TranscriptTextDone(type="transcript.text.done", text=text, logprobs=None, usage=usage(seconds))
