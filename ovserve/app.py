@@ -6,8 +6,7 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
@@ -48,7 +47,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _json_error(body: dict[str, Any], status: int) -> web.Response:
+def _json_error(body: Mapping[str, object], status: int) -> web.Response:
     # ASCII-escaped: a message may quote client input, which must not make the answer unencodable.
     return web.Response(text=json.dumps(body, ensure_ascii=True), status=status, content_type="application/json")
 

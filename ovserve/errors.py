@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from pydantic import ValidationError
 
@@ -36,7 +36,7 @@ class OvserveError(Exception):
         self.param = param
         self.code = code if code is not None else self.default_code
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> ErrorPayload:
         return error_body(self.message, self.error_type, self.param, self.code)
 
     def status_for(self, dialect: str | None) -> int:
@@ -200,7 +200,20 @@ class EngineError(OvserveError):
     default_code = "engine_error"
 
 
-def error_body(message: str, error_type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+class ErrorDetail(TypedDict):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorPayload(TypedDict):
+    """OpenAI's error body, ``{"error": {"message", "type", "param", "code"}}``."""
+
+    error: ErrorDetail
+
+
+def error_body(message: str, error_type: str, param: str | None = None, code: str | None = None) -> ErrorPayload:
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 

@@ -10,12 +10,12 @@ serialization mode: what is required there is what every body carries.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict
 
 # A JSON object the client wrote and a body echoes (a tool's parameters schema, a JSON schema).
-JsonObject = dict[str, JsonValue]
+from ovserve.json_types import JsonObject
+
+__all__ = ["Body", "JsonObject"]
 
 
 class Body(BaseModel):
@@ -27,6 +27,6 @@ class Body(BaseModel):
         """The JSON text sent to the client."""
         return self.model_dump_json(exclude_unset=True, by_alias=True)
 
-    def dump(self) -> dict[str, Any]:
+    def dump(self) -> JsonObject:
         """The same JSON as plain data, for what stores it (``ovserve.dialects.openai.responses.store``)."""
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)

@@ -26,7 +26,8 @@ import os
 import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
-from typing import Any
+
+from ovserve.json_types import JsonObject, JsonValue
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,8 @@ DEFAULT_PRIMITIVE_CACHE_CAPACITY = 64
 
 
 def bound_kernel_caches(
-    device: str, plugin_config: Mapping[str, Any], environ: MutableMapping[str, str] = os.environ
-) -> dict[str, Any]:
+    device: str, plugin_config: Mapping[str, JsonValue], environ: MutableMapping[str, str] = os.environ
+) -> JsonObject:
     """``plugin_config`` with the engine's bound on the CPU plugin's runtime cache under it (a
     ``CPU_RUNTIME_CACHE_CAPACITY`` the user set wins); on the CPU, also sets oneDNN's primitive
     cache capacity for this process unless its environment already does. Call it before the

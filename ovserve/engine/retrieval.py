@@ -44,6 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ovserve.engine.spec import EngineSpec, PipelineKind
+from ovserve.json_types import JsonObject
 
 log = logging.getLogger("ovserve.engine")
 
@@ -58,11 +59,11 @@ MODEL_FILE = "openvino_model.xml"
 _POOLING = {"CLS": "CLS", "LAST": "LAST_TOKEN", "MEAN": "MEAN"}
 
 
-def retrieval_properties(spec: EngineSpec) -> dict[str, Any]:
+def retrieval_properties(spec: EngineSpec) -> JsonObject:
     """The OpenVINO properties a retrieval model is compiled with: the graph's ``plugin_config``,
     plus an f32 inference precision on CPU and GPU when the graph chooses none (see the module
     docstring: bf16/f16 ties a reranker's nearby scores)."""
-    properties: dict[str, Any] = dict(spec.plugin_config)
+    properties: JsonObject = dict(spec.plugin_config)
     if PRECISION_HINT not in properties and spec.device.upper().startswith(_F32_DEVICES):
         properties[PRECISION_HINT] = "f32"
     return properties

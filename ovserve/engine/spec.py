@@ -7,9 +7,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ovserve.json_types import JsonObject
 
 # The file that makes a model directory a VLM (openvino_genai's layout): its prompts are never
 # token ids. Here, at the bottom of the imports, for the engine and the server alike.
@@ -171,7 +173,7 @@ class EngineSpec:
     device: str = "CPU"
     kind: PipelineKind = PipelineKind.CONTINUOUS_BATCHING
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
-    plugin_config: dict[str, Any] = field(default_factory=dict)
+    plugin_config: JsonObject = field(default_factory=dict)
     draft_models_path: Path | None = None
     draft_device: str | None = None
     draft_scheduler: SchedulerSettings | None = None

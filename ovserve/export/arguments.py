@@ -22,6 +22,7 @@ from typing import Any
 
 from ovserve.export.report import ExportError, stage
 from ovserve.export.repository import GraphOptions
+from ovserve.json_types import JsonObject
 from ovserve.parsers import PARSER_OFF, REASONING_PARSERS, TOOL_PARSERS
 from ovserve.settings.graph import PIPELINE_TYPES
 
@@ -171,7 +172,7 @@ def plan_from_args(args: argparse.Namespace) -> ExportPlan:
     quantization_params = shlex.split(extra) if extra else []
     parse_compression_options(weight_format, quantization_params)
 
-    plugin_config: dict[str, Any] = {}
+    plugin_config: JsonObject = {}
     if args.kv_cache_precision:
         plugin_config["KV_CACHE_PRECISION"] = args.kv_cache_precision
     if args.max_prompt_len is not None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ovserve.export.report import ExportError
+from ovserve.json_types import JsonObject
 
 STAGING_PREFIX = ".ovserve-export-"
 
@@ -39,7 +40,7 @@ class GraphOptions:
 
     target_device: str = "CPU"
     pipeline_type: str | None = None
-    plugin_config: dict[str, Any] = field(default_factory=dict)
+    plugin_config: JsonObject = field(default_factory=dict)
     enable_prefix_caching: bool = False
     cache_size: int = 10
     max_num_batched_tokens: int | None = None

@@ -30,6 +30,7 @@ from ovserve.export.arguments import (
     parse_compression_options,
 )
 from ovserve.export.report import ExportError, load_failure, stage
+from ovserve.json_types import JsonObject
 from ovserve.settings.graph import POOLING_TYPES
 
 # Subcommand -> task; OVMS's names first, ovserve's short aliases second.
@@ -82,7 +83,7 @@ class RetrievalPlan:
     weight_format: str
     quantization_params: list[str]
     target_device: str
-    plugin_config: dict[str, Any]
+    plugin_config: JsonObject
     overwrite: bool
     normalize: bool = True
     pooling: str | None = None

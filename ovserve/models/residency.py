@@ -74,9 +74,11 @@ def files_bytes(directory: Path | None) -> int:
 
 def static_estimate(settings: ModelSettings) -> int:
     """A model's memory before it was ever measured: an engine process, its weights as the CPU
-    plugin holds them, and its KV cache (``cache_size``, the draft's ``draft_cache_size``)."""
+    plugin holds them, and its KV caches (``cache_size``, and the draft's)."""
     weights = files_bytes(settings.path) + files_bytes(settings.draft_path)
-    kv_gb = settings.scheduler.cache_size + int(settings.draft_scheduler.get("cache_size", 0) or 0)
+    # A draft model has a KV cache of its own: draft_cache_size, else the main model's (OVMS's inheritance).
+    draft_kv_gb = settings.draft_scheduler_settings().cache_size if settings.draft_path is not None else 0
+    kv_gb = settings.scheduler.cache_size + draft_kv_gb
     return ENGINE_OVERHEAD_BYTES + WEIGHTS_FACTOR * weights + (kv_gb << 30)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from ovserve.engine.memory import machine_memory_bytes
+from ovserve.json_types import JsonObject
 
 # OpenVINO's model cache: compiled models kept on disk, so that a reload imports instead of
 # compiling. OPTIMIZE_SIZE (CPU): the cached blob leaves the weights out and maps them from the
@@ -16,9 +16,9 @@ CACHE_DIR = "CACHE_DIR"
 CACHE_MODE = "CACHE_MODE"
 
 
-def compile_cache_properties(cache_dir: Path, device: str) -> dict[str, Any]:
+def compile_cache_properties(cache_dir: Path, device: str) -> JsonObject:
     """The OpenVINO properties that turn the model cache on for ``device``."""
-    properties: dict[str, Any] = {CACHE_DIR: str(cache_dir)}
+    properties: JsonObject = {CACHE_DIR: str(cache_dir)}
     if device.upper() == "CPU":
         properties[CACHE_MODE] = "OPTIMIZE_SIZE"
     return properties

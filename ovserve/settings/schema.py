@@ -36,6 +36,7 @@ from pydantic import (
 from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, RetrievalSettings, SchedulerSettings
 from ovserve.engine.speech import alignment_heads
 from ovserve.errors import first_complaint
+from ovserve.json_types import JsonObject
 from ovserve.parsers import PARSER_OFF, REASONING_PARSERS, TOOL_PARSERS
 from ovserve.settings.flags import NOT_A_FLAG, REPEATABLE, SETTINGS_CONFIG, input_names
 from ovserve.settings.graph import GraphError, GraphSettings, ServableEntry, parse_graph, read_config
@@ -105,7 +106,7 @@ class ModelSettings(BaseModel):
         description="draft model directory: serve with speculative decoding",
     )
     draft_device: str | None = Field(default=None, description="device of the draft model (default: --device)")
-    plugin_config: dict[str, Any] = Field(
+    plugin_config: JsonObject = Field(
         default_factory=dict, description="JSON object passed to the pipeline, e.g. '{\"prompt_lookup\": true}'"
     )
     device: str = Field(default="CPU", description="OpenVINO device: CPU, GPU, NPU, ... (passed through)")
@@ -145,7 +146,7 @@ class ModelSettings(BaseModel):
         'an entry\'s "aliases" list',
     )
     # Graph-only: draft_* scheduler options overriding the main model's (see engine_spec).
-    draft_scheduler: dict[str, Any] = Field(default_factory=dict, json_schema_extra=NOT_A_FLAG)
+    draft_scheduler: JsonObject = Field(default_factory=dict, json_schema_extra=NOT_A_FLAG)
     generation_config_path: Path | None = Field(default=None, json_schema_extra=NOT_A_FLAG)
     # config.json only (ovserve.models.residency): when this model's engine runs. None: the
     # server's --lazy_load / --idle_unload_timeout.
@@ -237,7 +238,7 @@ class ModelSettings(BaseModel):
 
     @field_validator("draft_scheduler")
     @classmethod
-    def _draft_scheduler_fits(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    def _draft_scheduler_fits(cls, value: JsonObject, info: ValidationInfo) -> JsonObject:
         # The draft inherits the main model's scheduler values it does not override (engine_spec);
         # check the result here, at load, rather than when the engine builds it.
         main = info.data.get("scheduler")
@@ -344,13 +345,16 @@ class ModelSettings(BaseModel):
             field = ".".join(located) or "options"
             raise GraphError(f"{graph.graph_path}: field '{field}': {message}") from None
 
+    def draft_scheduler_settings(self) -> SchedulerSettings:
+        """The draft model's scheduler: the main model's values, with the graph's ``draft_*`` ones
+        over them (validated, so ``"2"`` is the number 2 here as it is for the main model)."""
+        return SchedulerSettings.model_validate({**self.scheduler.model_dump(), **self.draft_scheduler})
+
     def engine_spec(self, compile_cache: Path | None = None) -> EngineSpec:
         """What the engine builds; ``compile_cache``: OpenVINO's model cache directory (``CACHE_DIR``)
         unless the model's plugin_config names one."""
         # Draft scheduler: OVMS inherits the main model's values unless draft_* overrides them.
-        draft_scheduler = None
-        if self.draft_path is not None:
-            draft_scheduler = self.scheduler.model_copy(update=self.draft_scheduler)
+        draft_scheduler = self.draft_scheduler_settings() if self.draft_path is not None else None
         plugin_config = {key: value for key, value in self.plugin_config.items() if key != "prompt_lookup"}
         if compile_cache is not None and CACHE_DIR not in plugin_config:  # a plugin_config's cache is its own
             plugin_config = {**compile_cache_properties(compile_cache, self.device), **plugin_config}
@@ -558,7 +562,7 @@ class ServerSettings(BaseModel):
     )
     # --plugin_config with --config_path: the machine's properties under every graph's own (a
     # config reload applies them again).
-    host_plugin_config: dict[str, Any] = Field(default_factory=dict, json_schema_extra=NOT_A_FLAG)
+    host_plugin_config: JsonObject = Field(default_factory=dict, json_schema_extra=NOT_A_FLAG)
 
     @model_validator(mode="before")
     @classmethod

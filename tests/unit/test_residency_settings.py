@@ -123,3 +123,16 @@ def test_once_measured_the_estimate_is_the_last_residency_peak() -> None:
     residency.resident, residency.reserved = True, residency.estimate()
     residency.observe(300)
     assert residency.accounted() == 700  # it may grow back to its last peak
+
+
+def test_a_draft_model_adds_its_own_kv_cache_to_the_estimate(tiny_llm: Path) -> None:
+    """The draft's KV cache is draft_cache_size when the graph sets it, else the main model's
+    cache_size (OVMS's inheritance), as the engine allocates it."""
+    main = {"name": "m", "path": tiny_llm, "cache_size": 2}
+    without_draft = static_estimate(ModelSettings.model_validate(main))
+    drafts = files_bytes(tiny_llm) * WEIGHTS_FACTOR
+    inherited = ModelSettings.model_validate({**main, "draft_path": tiny_llm})
+    assert static_estimate(inherited) == without_draft + drafts + (2 << 30)
+    own = ModelSettings.model_validate({**main, "draft_path": tiny_llm, "draft_scheduler": {"cache_size": "1"}})
+    assert own.draft_scheduler_settings().cache_size == 1  # validated: the engine gets the number, not "1"
+    assert static_estimate(own) == without_draft + drafts + (1 << 30)

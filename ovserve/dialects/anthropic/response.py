@@ -14,7 +14,7 @@ deadline ``timeout_error``, the rest ``api_error``. A prompt that does not fit t
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -258,5 +258,5 @@ def error_message(error: OvserveError) -> str:
     return error.message
 
 
-def error_body(error: OvserveError) -> dict[str, Any]:
+def error_body(error: OvserveError) -> JsonObject:
     return ErrorResponse.of(error).dump()
