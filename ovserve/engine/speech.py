@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ovserve.engine.spec import EngineSpec
+from ovserve.json_types import JsonObject, json_list, json_object
 
 log = logging.getLogger("ovserve.engine")
 
@@ -49,7 +50,7 @@ class WordTimestampsError(ValueError):
     """Word timestamps asked of a pipeline not built for them (the server checks first)."""
 
 
-def _generation_config(model_dir: Path) -> dict[str, Any]:
+def _generation_config(model_dir: Path) -> JsonObject:
     try:
         config = json.loads((model_dir / "generation_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -59,7 +60,7 @@ def _generation_config(model_dir: Path) -> dict[str, Any]:
 
 def model_languages(model_dir: Path) -> frozenset[str]:
     """The language codes a Whisper export knows (``lang_to_id`` of its generation_config.json)."""
-    tokens = _generation_config(model_dir).get("lang_to_id") or {}
+    tokens = json_object(_generation_config(model_dir).get("lang_to_id"))
     return frozenset(token.strip("<|>") for token in tokens if isinstance(token, str))
 
 
@@ -67,13 +68,14 @@ def alignment_heads(model_dir: Path) -> list[tuple[int, int]]:
     """The (decoder layer, head) pairs whose cross-attention aligns text to audio (``alignment_heads``
     of a Whisper export's generation_config.json, as Hugging Face publishes them); word timestamps
     need them."""
-    heads = _generation_config(model_dir).get("alignment_heads") or []
-    if not isinstance(heads, list):
-        return []
+    heads = json_list(_generation_config(model_dir).get("alignment_heads"))
     return [
-        (int(pair[0]), int(pair[1]))
+        (layer, head)
         for pair in heads
-        if isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, int) for x in pair)
+        if isinstance(pair, list)
+        and len(pair) == 2
+        and isinstance(layer := pair[0], int)
+        and isinstance(head := pair[1], int)
     ]
 
 

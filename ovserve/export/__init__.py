@@ -53,7 +53,6 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
 
 from ovserve.export import arguments
 from ovserve.export.arguments import ExportPlan, plan_from_args
@@ -82,6 +81,7 @@ from ovserve.export.source import Source, check_disk, check_tokenizer, resolve_s
 from ovserve.export.speech import SPEECH_COMMANDS, add_speech_arguments, export_speech
 from ovserve.export.speech import plan_from_args as speech_plan
 from ovserve.export.verification import check_loads, ovserve_settings
+from ovserve.json_types import JsonObject
 
 __all__ = [
     "ExportError",
@@ -128,7 +128,7 @@ def export_text_generation(plan: ExportPlan) -> None:
     check_not_overlapping(source.local_dir, target)
     config = source.config()
     check_tokenizer(source)
-    draft: tuple[Source, dict[str, Any]] | None = None
+    draft: tuple[Source, JsonObject] | None = None
     if plan.draft_source:
         draft_source = resolve_source(plan.draft_source)
         stage(f"draft source: {draft_source.describe()}")

@@ -33,6 +33,7 @@ from typing import Any
 from ovserve.export.arguments import parse_compression_options
 from ovserve.export.report import ExportError, stage
 from ovserve.export.source import Source
+from ovserve.json_types import JsonObject, json_list
 
 TEXT_TASK = "text-generation-with-past"
 VLM_TASK = "image-text-to-text"
@@ -59,13 +60,13 @@ KEPT_SOURCE_FILES = (
 )
 
 
-def detect_task(source: Source, config: dict[str, Any]) -> str:
+def detect_task(source: Source, config: JsonObject) -> str:
     """text-generation-with-past or image-text-to-text, from the model type optimum-intel registers."""
     from optimum.exporters.openvino import model_configs  # noqa: F401  (registers the OpenVINO export configs)
     from optimum.exporters.tasks import TasksManager
 
     model_type = str(config.get("model_type") or "")
-    architectures = ", ".join(config.get("architectures") or []) or "no architectures listed"
+    architectures = ", ".join(str(name) for name in json_list(config.get("architectures"))) or "no architectures listed"
     if not model_type:
         raise ExportError(f"{source.describe()}: config.json has no model_type; cannot tell what model this is")
     try:

@@ -26,7 +26,6 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ovserve.export.report import ExportError
 from ovserve.json_types import JsonObject
@@ -119,7 +118,7 @@ def check_target_free(target: Path, overwrite: bool, config_path: Path) -> None:
     read_repository_config(config_path)
 
 
-def read_repository_config(config_path: Path) -> dict[str, Any]:
+def read_repository_config(config_path: Path) -> JsonObject:
     """The current config.json (an empty OVMS config if there is none); raises ExportError if unusable."""
     if not config_path.exists():
         return {"mediapipe_config_list": [], "model_config_list": []}
@@ -167,6 +166,7 @@ def add_servable(config_path: Path, name: str, base_path: str) -> bool:
 def _add_servable(config_path: Path, name: str, base_path: str) -> bool:
     data = read_repository_config(config_path)
     entries = data.setdefault("mediapipe_config_list", [])
+    assert isinstance(entries, list)  # read_repository_config refuses any other kind
     existing = [entry for entry in entries if isinstance(entry, dict) and entry.get("name") == name]
     for entry in existing:
         entry["base_path"] = base_path

@@ -21,10 +21,10 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ovserve.export.report import ExportError, gb, stage
 from ovserve.export.repository import existing_ancestor
+from ovserve.json_types import JsonObject, json_object
 
 # Bytes per exported weight, and per checkpoint weight by the config's dtype (unknown: 2, which
 # overestimates the parameter count of a float32 checkpoint rather than underestimating it).
@@ -68,7 +68,7 @@ class Source:
 
         return Path(hf_hub_download(self.id, name))
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> JsonObject:
         path = self.fetch("config.json")
         if path is None:
             raise ExportError(f"{self.describe()} has no config.json: it is not a Hugging Face transformers checkpoint")
@@ -173,15 +173,15 @@ def check_tokenizer(source: Source) -> None:
         )
 
 
-def _checkpoint_dtype_bytes(config: dict[str, Any]) -> float:
-    for holder in (config, config.get("text_config") or {}):
+def _checkpoint_dtype_bytes(config: JsonObject) -> float:
+    for holder in (config, json_object(config.get("text_config"))):
         dtype = holder.get("torch_dtype") or holder.get("dtype")
         if dtype in CHECKPOINT_BYTES_PER_WEIGHT:
             return CHECKPOINT_BYTES_PER_WEIGHT[dtype]
     return 2.0
 
 
-def estimate_export_bytes(weights_bytes: int, config: dict[str, Any], weight_format: str) -> int:
+def estimate_export_bytes(weights_bytes: int, config: JsonObject, weight_format: str) -> int:
     """Peak disk use of one export: the IR at the target precision, plus for int8/int4 the
     floating-point IR main_export writes before nncf compresses it next to it."""
     parameters = weights_bytes / _checkpoint_dtype_bytes(config)
@@ -191,7 +191,7 @@ def estimate_export_bytes(weights_bytes: int, config: dict[str, Any], weight_for
     return int(peak)
 
 
-def check_disk(target: Path, weight_format: str, sources: list[tuple[Source, dict[str, Any]]]) -> None:
+def check_disk(target: Path, weight_format: str, sources: list[tuple[Source, JsonObject]]) -> None:
     """Refuse an export of ``sources`` (each with its config) into ``target`` that the disk cannot hold."""
     needed = DISK_MARGIN_BYTES
     downloads = 0

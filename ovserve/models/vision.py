@@ -30,10 +30,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ovserve.engine.spec import VISION_ENCODER_FILE
 from ovserve.errors import BadRequestError
+from ovserve.json_types import JsonObject, json_int, json_list, json_object
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,10 @@ class ImageExpansion:
         return self.image_token * self.tokens_per_image + self.suffix
 
 
-def _llava(config: dict[str, Any]) -> ImageExpansion:
-    vision = config.get("vision_config") or {}
-    image_size = int(vision.get("image_size", 336))
-    patch_size = int(vision.get("patch_size", 14))
+def _llava(config: JsonObject) -> ImageExpansion:
+    vision = json_object(config.get("vision_config"))
+    image_size = json_int(vision.get("image_size")) or 336
+    patch_size = json_int(vision.get("patch_size")) or 14
     features = (image_size // patch_size) ** 2
     # "full" keeps the CLS feature that "default" drops.
     if config.get("vision_feature_select_strategy", "default") == "full":
@@ -75,7 +75,7 @@ def _llava(config: dict[str, Any]) -> ImageExpansion:
 
 # model_type -> how openvino_genai expands an image tag for that family. Only families whose
 # expansion is fixed by config.json belong here (LLaVA-NeXT, Qwen2-VL, ... depend on the image).
-_EXPANSIONS: dict[str, Callable[[dict[str, Any]], ImageExpansion]] = {"llava": _llava}
+_EXPANSIONS: dict[str, Callable[[JsonObject], ImageExpansion]] = {"llava": _llava}
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class ImageTarget:
         return width, height
 
     @classmethod
-    def from_preprocessor(cls, config: dict[str, Any]) -> ImageTarget:
+    def from_preprocessor(cls, config: JsonObject) -> ImageTarget:
         """The target a Hugging Face ``preprocessor_config.json`` implies (see the class doc)."""
         size = config.get("size")
         size = size if isinstance(size, dict) else {"shortest_edge": size} if isinstance(size, int) else {}
@@ -133,7 +133,12 @@ class ImageTarget:
         if "image_grid_pinpoints" in config:
             # LLaVA-NeXT's "anyres" tiles the image at up to the largest grid resolution, beyond
             # its shortest_edge: keep the largest grid dimension on the longer side.
-            dims = [int(d) for pinpoint in config["image_grid_pinpoints"] for d in pinpoint]
+            dims = [
+                side
+                for pinpoint in json_list(config["image_grid_pinpoints"])
+                for d in json_list(pinpoint)
+                if (side := json_int(d)) is not None
+            ]
             return cls(max_side=max(dims)) if dims else cls()
         crop = config.get("crop_size")
         crop = crop if isinstance(crop, dict) else {"height": crop, "width": crop} if isinstance(crop, int) else {}
@@ -141,8 +146,9 @@ class ImageTarget:
         if isinstance(edge, int) and edge > 0:
             return cls(min_width=edge, min_height=edge, max_side=None)
         box = size if "height" in size and "width" in size else crop
-        if isinstance(box.get("height"), int) and isinstance(box.get("width"), int):
-            return cls(min_width=box["width"], min_height=box["height"], max_side=None)
+        height, width = box.get("height"), box.get("width")
+        if isinstance(height, int) and isinstance(width, int):
+            return cls(min_width=width, min_height=height, max_side=None)
         return cls()
 
 

@@ -12,7 +12,7 @@ from ovserve.core.chat import template_messages
 from ovserve.dialects.openai.chat.adapter import messages_of
 from ovserve.dialects.openai.chat.request import ChatMessage
 from ovserve.errors import BadRequestError
-from ovserve.models.vision import VISION_ENCODER_FILE, VisionModel
+from ovserve.models.vision import VISION_ENCODER_FILE, ImageTarget, VisionModel
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:,"}}
 
@@ -66,6 +66,28 @@ def test_llava_full_strategy_keeps_the_cls_token(tmp_path: Path) -> None:
     vision = VisionModel.detect(model_dir(tmp_path, {**LLAVA, "vision_feature_select_strategy": "full"}))
     assert vision is not None and vision.expansion is not None
     assert vision.expansion.tokens_per_image == 577
+
+
+@pytest.mark.parametrize(
+    ("vision_config", "tokens"),
+    [
+        ("336", 576),  # not an object: LLaVA's defaults (336 / 14)
+        ({"image_size": "224", "patch_size": 14.0}, 256),  # numbers written as strings or floats
+        ({"image_size": [336], "patch_size": None}, 576),  # the wrong kind: the defaults
+    ],
+)
+def test_a_vision_config_of_the_wrong_kind_reads_as_the_defaults(
+    tmp_path: Path, vision_config: object, tokens: int
+) -> None:
+    vision = VisionModel.detect(model_dir(tmp_path, {**LLAVA, "vision_config": vision_config}))
+    assert vision is not None and vision.expansion is not None
+    assert vision.expansion.tokens_per_image == tokens
+
+
+def test_unreadable_grid_pinpoints_are_skipped_not_a_crash() -> None:
+    target = ImageTarget.from_preprocessor({"image_grid_pinpoints": [[336, "672"], "x", [None, 1008.0], 5]})
+    assert target.max_side == 1008
+    assert ImageTarget.from_preprocessor({"image_grid_pinpoints": "none"}) == ImageTarget()
 
 
 def test_unknown_family_counts_text_only_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
