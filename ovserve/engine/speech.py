@@ -130,18 +130,27 @@ class SpeechToText:
         result = self.pipeline.generate(audio, config, streamer)
         text = result.texts[0] if result.texts else ""
         duration = len(audio) / 16_000
-        segments = [_timed(chunk.start_ts, chunk.end_ts, chunk.text, duration) for chunk in result.chunks or []]
+        segments = _timed([(chunk.start_ts, chunk.end_ts, chunk.text) for chunk in result.chunks or []], duration)
         # OpenAI's words carry no surrounding spaces; the pipeline's keep Whisper's leading one.
-        timed_words = [_timed(word.start_ts, word.end_ts, word.word.strip(), duration) for word in result.words or []]
+        timed_words = _timed([(word.start_ts, word.end_ts, word.word.strip()) for word in result.words or []], duration)
         detected = getattr(result, "language", None) or None
         return Transcript(text, segments, [word for word in timed_words if word[2]], language or _code(detected))
 
 
-def _timed(start_ts: float, end_ts: float, text: str, duration: float) -> Timed:
-    start = min(max(0.0, float(start_ts)), duration)
-    # The last segment of a window may come without its end (-1): it ends with the audio.
-    end = float(end_ts) if end_ts >= start else duration
-    return round(start, 2), round(min(end, duration), 2), text
+def _timed(pieces: list[tuple[float, float, str]], duration: float) -> list[Timed]:
+    """The pipeline's (start, end, text) pieces within the audio, rounded to 10 ms. The last piece of
+    a 30 s window may come without its end (-1, or an end before its start): it ends where the next
+    piece starts, or with the audio, so the times never go back."""
+    timed: list[Timed] = []
+    for index, (start_ts, end_ts, text) in enumerate(pieces):
+        start = min(max(0.0, float(start_ts)), duration)
+        if end_ts >= start:
+            end = float(end_ts)
+        else:
+            following = pieces[index + 1][0] if index + 1 < len(pieces) else duration
+            end = max(start, float(following))
+        timed.append((round(start, 2), round(min(end, duration), 2), text))
+    return timed
 
 
 class UnknownVoiceError(ValueError):

@@ -110,8 +110,10 @@ def test_verbose_json_with_segments(client: openai.OpenAI) -> None:
     assert result.language == "french"
     assert result.duration == pytest.approx(3.0)
     assert result.segments, result
-    for segment in result.segments:
-        assert 0.0 <= segment.start <= segment.end <= 3.0
+    previous_end = 0.0
+    for segment in result.segments:  # monotone: each segment starts where (or after) the last ended
+        assert previous_end <= segment.start <= segment.end <= 3.0
+        previous_end = segment.end
     assert "".join(segment.text for segment in result.segments) == result.text
     assert result.usage is not None and result.usage.seconds == 3
 
@@ -121,6 +123,9 @@ def test_long_audio_spans_two_windows(client: openai.OpenAI) -> None:
     assert result.duration == pytest.approx(35.0)
     assert result.segments and result.segments[-1].end <= 35.0
     assert result.segments[-1].end > 30.0, [(s.start, s.end) for s in result.segments]
+    # The second window's timestamps continue the first's (offset by where it starts), never go back.
+    times = [time for segment in result.segments for time in (segment.start, segment.end)]
+    assert times == sorted(times), [(s.start, s.end) for s in result.segments]
 
 
 def test_stream_deltas_add_up_to_the_done_text(client: openai.OpenAI) -> None:
