@@ -45,7 +45,9 @@ Ollama's API (``/api/chat``, ``generate``, ``embed``, ``embeddings``, ``show``; 
 models, its components named ``Ollama`` + the class name (``OllamaChatRequest``: the dialects share
 class names). ``null`` on a top-level field is "not sent" there too (``RequestBody``), and ``model``
 is an enum of the served names, each also with ``:latest`` (Ollama's untagged name, read as the
-served one); ``/api/show`` needs ``model``, or ``name`` when ``model`` is not sent. Chat and
+served one): for chat and generate every served model (the unload request works for any; to
+generate, another task's model is a 400), for embed and embeddings the embeddings models (as
+above); ``/api/show`` needs ``model``, or ``name`` when ``model`` is not sent. Chat and
 generate stream by default: their 200 is ``application/x-ndjson`` (each line's schema: a piece of
 output, the last line with its statistics, or the error line a failed stream ends with) unless
 ``stream`` is false, and ``application/json`` then, and for the load and unload answers (no
