@@ -35,6 +35,7 @@ from ovserve.dialects.ollama.request import (
     keep_alive_seconds,
 )
 from ovserve.dialects.ollama.response import (
+    AssistantMessage,
     ChatResponse,
     EmbeddingsResponse,
     EmbedResponse,
@@ -44,7 +45,6 @@ from ovserve.dialects.ollama.response import (
     VersionResponse,
     timestamp,
 )
-from ovserve.dialects.ollama.response import Message as MessageBody
 from ovserve.errors import BadRequestError, DeadlineExceededError, OvserveError, bad_request
 from ovserve.models.residency import ModelState
 from ovserve.models.served import ModelRegistry
@@ -111,7 +111,7 @@ async def _load_or_unload(request: web.Request, parsed: ChatRequest | GenerateRe
     created = timestamp()
     body: ChatResponse | GenerateResponse
     if isinstance(parsed, ChatRequest):
-        message = MessageBody(role="assistant", content="")
+        message = AssistantMessage(role="assistant", content="")
         body = ChatResponse(model=model.name, created_at=created, message=message, done=True, done_reason=done_reason)
     else:
         body = GenerateResponse(model=model.name, created_at=created, response="", done=True, done_reason=done_reason)

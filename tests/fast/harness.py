@@ -21,7 +21,7 @@ from ovserve.models.served import ServedModel
 from ovserve.models.tokenizer import PromptTokenizer
 from ovserve.parsers import hermes
 from ovserve.parsers.base import ToolCallFormat
-from ovserve.settings.schema import ModelSettings, ServerSettings
+from ovserve.settings.schema import ModelSettings, ServerSettings, Task
 from tests.fast.scripted_engine import Script, ScriptedLauncher, reply
 
 MODEL = "fast-model"
@@ -48,12 +48,28 @@ class _Encoded:
     input_ids: _Ids
 
 
-class CharTokenizer:
-    """An ``openvino_genai.Tokenizer`` look-alike: one token per character (BOS = 1 if asked)."""
+@dataclass
+class _EncodedBatch:
+    input_ids: _Ids
+    attention_mask: _Ids
 
-    def encode(self, text: str, add_special_tokens: bool = True) -> _Encoded:
-        ids = ([1] if add_special_tokens else []) + [ord(char) for char in text]
-        return _Encoded(_Ids(np.array([ids], dtype=np.int64)))
+
+class CharTokenizer:
+    """An ``openvino_genai.Tokenizer`` look-alike: one token per character (BOS = 1 if asked); a
+    list of texts is a batch padded to its longest, with its attention mask."""
+
+    def encode(self, text: str | list[str], add_special_tokens: bool = True) -> _Encoded | _EncodedBatch:
+        if isinstance(text, list):
+            rows = [self._ids(one, add_special_tokens) for one in text]
+            width = max(len(row) for row in rows)
+            ids = np.array([row + [0] * (width - len(row)) for row in rows], dtype=np.int64)
+            mask = np.array([[1] * len(row) + [0] * (width - len(row)) for row in rows], dtype=np.int64)
+            return _EncodedBatch(_Ids(ids), _Ids(mask))
+        return _Encoded(_Ids(np.array([self._ids(text, add_special_tokens)], dtype=np.int64)))
+
+    @staticmethod
+    def _ids(text: str, add_special_tokens: bool) -> list[int]:
+        return ([1] if add_special_tokens else []) + [ord(char) for char in text]
 
     def get_vocab(self) -> dict[str, int]:
         return {chr(code): code for code in range(32, 127)}
@@ -81,13 +97,15 @@ def fast_model(
     step_timeout: float = ServerSettings.model_fields["engine_step_timeout"].default,
     template: str = TEMPLATE,
     tool_format: ToolCallFormat = hermes.FORMAT,
+    task: Task = "text_generation",
 ) -> FastModel:
     """A served model without model files: scripted engine, character tokenizer, Hermes tool calls
-    (unless ``tool_format`` says otherwise), the small chat template above (unless ``template``)."""
+    (unless ``tool_format`` says otherwise), the small chat template above (unless ``template``).
+    ``task="embeddings"``: an embeddings model (the scripted engine's ``embedding`` of each text)."""
     launcher = ScriptedLauncher(script or reply("Hello", "!"))
     # model_construct: the settings' checks want an exported model directory.
     settings = ModelSettings.model_construct(
-        name=name, path=Path("/nonexistent/fast-model"), max_tokens_limit=max_tokens_limit
+        name=name, path=Path("/nonexistent/fast-model"), max_tokens_limit=max_tokens_limit, task=task
     )
     # The scripted engine caches nothing: prefix caching off, so cached_tokens is known to be 0.
     scheduler = SchedulerSettings(enable_prefix_caching=False)

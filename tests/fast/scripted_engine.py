@@ -4,7 +4,8 @@
 starts it instead of spawning ``ovserve.engine.worker``, gets the server's end of a real pipe,
 and everything on its side (writer thread, ``add_reader``, ``_dispatch``, cancellation, death
 and restart) runs as in production. The engine's end answers each :class:`AddRequest` from a
-*script*: a function of the request that yields the events of one engine step at a time.
+*script*: a function of the request that yields the events of one engine step at a time, and each
+:class:`EmbedRequest` (an embeddings model) at once with :func:`embedding` of each text.
 """
 
 from __future__ import annotations
@@ -18,12 +19,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ovserve.engine.channel import PipeChannel, engine_channel
 from ovserve.engine.launcher import EngineProcess
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
     Command,
+    EmbedRequest,
+    EmbedResult,
     EngineErrorKind,
     EngineStats,
     Event,
@@ -82,6 +87,12 @@ def reply(*pieces: str, finish: str = "stop", tokens: int = 1) -> Script:
         yield [RequestEnded(add.request_id)]
 
     return script
+
+
+def embedding(text: str) -> list[float]:
+    """The scripted engine's embedding of ``text``: a unit vector that depends on its length."""
+    angle = len(text) / 10
+    return [float(np.cos(angle)), float(np.sin(angle)), 0.0, 0.0]
 
 
 def end_with(error: EngineErrorKind, message: str) -> Script:
@@ -169,6 +180,9 @@ class ScriptedEngine:
                     match command:
                         case AddRequest(request_id):
                             active[request_id] = iter(self.script(command))
+                        case EmbedRequest(request_id, texts):
+                            vectors = np.array([embedding(text) for text in texts], dtype=np.float32)
+                            events.append(EmbedResult(request_id, vectors))
                         case CancelRequest(request_id):
                             if active.pop(request_id, None) is not None:
                                 events.append(RequestEnded(request_id))

@@ -70,6 +70,11 @@ CASES: list[tuple[str, str, dict[str, Any] | bytes, int, str]] = [
     ("raw with images", "/api/generate", {"prompt": "hi", "raw": True, "images": ["iVBORw0KGgo="]}, 400, "images"),
     ("raw with format", "/api/generate", {"prompt": "hi", "raw": True, "format": "json"}, 400, "format"),
     ("raw with think", "/api/generate", {"prompt": "hi", "raw": True, "think": "low"}, 400, "think"),
+    # Refused for what the body is, also when it only loads the model (no prompt).
+    ("go template in a load", "/api/generate", {"template": "{{ .Prompt }}"}, 400, "template"),
+    ("raw with format in a load", "/api/generate", {"raw": True, "format": "json"}, 400, "format"),
+    ("keep_alive with spaces", "/api/generate", {"keep_alive": " 5"}, 400, "duration"),
+    ("embed an empty string", "/api/embed", {"input": ["a", ""]}, 400, "input"),
     ("prompt too long", "/api/generate", {"prompt": "x" * 5000}, 400, "prompt"),
     ("embed to a chat model", "/api/embed", {"input": "hi"}, 400, "embeddings"),
     ("embed an empty list", "/api/embed", {"input": []}, 400, "input"),

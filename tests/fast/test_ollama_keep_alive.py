@@ -153,6 +153,21 @@ async def test_a_negative_keep_alive_outlasts_the_idle_timeout_until_the_model_u
     assert await unloads(served, "keep_alive") == 1
 
 
+@pytest.mark.parametrize("keep_alive", [1e300, "99999999999h"])
+async def test_a_keep_alive_past_gos_longest_duration_keeps_the_model_and_ps_still_answers(
+    serve, keep_alive: float | str
+) -> None:
+    """Found by fuzzing /openapi.json: such a keep_alive made every later /api/ps a 500 (its
+    expiry was no date), until the model unloaded, which it never did."""
+    fast = fast_model()
+    served, client = await started(serve, fast, idle_unload_timeout=0.3)
+    async with served.client.post("/api/generate", json={"model": MODEL, "keep_alive": keep_alive}) as response:
+        assert response.status == 200 and (await response.json())["done_reason"] == "load"
+    await asyncio.sleep(1.0)  # past the idle timeout, two sampler ticks
+    assert (await running(client))[MODEL].expires_at.year == NEVER_YEAR
+    assert fast.model.engine.ready
+
+
 async def test_ollamas_load_and_unload_requests(serve) -> None:
     fast = fast_model()
     _, client = await started(serve, fast, lazy_load=True)

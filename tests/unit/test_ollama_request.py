@@ -7,19 +7,34 @@ import pytest
 from pydantic import ValidationError
 
 from ovserve.dialects.ollama.adapter import sampling
-from ovserve.dialects.ollama.request import ChatRequest, Options, keep_alive_seconds
+from ovserve.dialects.ollama.request import (
+    FOREVER,
+    LONGEST_KEEP_ALIVE_S,
+    ChatRequest,
+    Options,
+    keep_alive_seconds,
+)
 
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
     [(None, None), (0, 0.0), (300, 300.0), ("5m", 300.0), ("1h30m", 5400.0), ("1.5s", 1.5), ("-1", -1.0),
-     ("-1m", -60.0), ("250ms", 0.25), ("10", 10.0)],
+     ("-1m", -60.0), ("250ms", 0.25), ("10", 10.0), ("+2m", 120.0), ("1.5e3", 1500.0), ("5ms1us", 0.005001)],
 )  # fmt: skip
 def test_keep_alive_reads_go_durations_and_seconds(value, seconds) -> None:
-    assert keep_alive_seconds(value) == seconds
+    assert keep_alive_seconds(value) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("value", ["soon", "5 minutes", "m", "", "-", "5x"])
+@pytest.mark.parametrize("value", [LONGEST_KEEP_ALIVE_S, 1e300, float("inf"), "1" + "0" * 400, "99999999999h"])
+def test_a_keep_alive_longer_than_gos_longest_duration_is_forever(value) -> None:
+    """Ollama could not hold a model longer (its durations are int64 nanoseconds); /api/ps could not
+    show such an expiry as a date."""
+    ChatRequest.model_validate({"model": "m", "keep_alive": value})
+    assert keep_alive_seconds(value) == FOREVER
+
+
+# Python's float() reads " 5", "٣" (an Arabic-Indic 3), "nan" and "inf"; Go's durations do not.
+@pytest.mark.parametrize("value", ["soon", "5 minutes", "m", "", "-", "5x", " 5", "5m\n", "\u0663", "nan", "inf"])
 def test_a_malformed_keep_alive_is_refused(value) -> None:
     with pytest.raises(ValidationError, match="duration"):
         ChatRequest.model_validate({"model": "m", "keep_alive": value})

@@ -1,7 +1,8 @@
 """GET /openapi.json: a valid OpenAPI 3.1 document of what every POST endpoint accepts and answers.
 
-Every POST route of a built app is in the document (under /v3, its aliases being the same handler),
-so a new endpoint cannot escape the fuzzer (scripts/fuzz_api.py) by being left out of it.
+Every POST route of a built app is in the document (under /v3, its aliases being the same handler;
+Ollama's /api/* routes under their own paths, with their methods), so a new endpoint cannot escape
+the fuzzer (scripts/fuzz_api.py) by being left out of it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ovserve.api.openapi import openapi_document
 from ovserve.api.table import ROUTES, add_routes
 from ovserve.app import create_app
 from ovserve.dialects.anthropic.request import MessagesRequest, PromptRequest
+from ovserve.dialects.ollama import request as ollama
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.request import CompletionRequest
 from ovserve.dialects.openai.responses.request import ResponsesRequest
@@ -54,6 +56,25 @@ ANTHROPIC = ("/v3/messages", "/v3/messages/count_tokens")
 READS = ("/v3/models", "/v3/models/{name}")
 # Audio: multipart uploads and an audio answer (their schemas are written in ovserve.api.openapi).
 AUDIO = ("/v3/audio/transcriptions", "/v3/audio/translations", "/v3/audio/speech")
+# Ollama's native API: its request models, each documented as "Ollama" + the class name.
+OLLAMA: dict[str, type[BaseModel]] = {
+    "/api/chat": ollama.ChatRequest,
+    "/api/generate": ollama.GenerateRequest,
+    "/api/embed": ollama.EmbedRequest,
+    "/api/embeddings": ollama.EmbeddingsRequest,
+    "/api/show": ollama.ShowRequest,
+}
+OLLAMA_STREAMS = ("/api/chat", "/api/generate")
+OLLAMA_READS = ("/api/tags", "/api/ps", "/api/version")
+# Ollama's model store: one answer, a 400 pointing at `ovserve export`.
+OLLAMA_STORE = {"/api/pull": "post", "/api/push": "post", "/api/create": "post", "/api/copy": "post",
+                "/api/delete": "delete"}  # fmt: skip
+REQUESTS: dict[str, type[BaseModel]] = {**PATHS, **OLLAMA}
+
+
+def component(path: str) -> str:
+    """The name of the request body's schema of ``path``."""
+    return ("Ollama" if path.startswith("/api/") else "") + REQUESTS[path].__name__
 
 
 def _settings(name: str) -> ModelSettings:
@@ -94,7 +115,9 @@ async def test_openapi_document_is_valid_openapi_31_with_every_endpoint() -> Non
     document = await served_document()
     validate(document)  # raises on an invalid document; picks the validator from "openapi": "3.1.0"
     assert document["openapi"].startswith("3.1")
-    assert set(PATHS) | set(READS) | set(AUDIO) == set(document["paths"])
+    assert set(PATHS) | set(READS) | set(AUDIO) | set(OLLAMA) | set(OLLAMA_READS) | set(OLLAMA_STORE) == set(
+        document["paths"]
+    )
     for path in AUDIO:
         assert set(document["paths"][path]["post"]["responses"]) == {"200", "400", "404", "413", "415", "503", "504"}
     for path in READS:
@@ -114,6 +137,32 @@ async def test_openapi_document_is_valid_openapi_31_with_every_endpoint() -> Non
             assert sorted(document["components"]["schemas"][error]["required"]) == required
 
 
+async def test_ollamas_operations_answer_ollamas_error_shape_with_their_statuses() -> None:
+    document = await served_document()
+    validate(document)
+    schemas = document["components"]["schemas"]
+    assert schemas["OllamaErrorResponse"]["required"] == ["error"]
+    assert schemas["OllamaErrorResponse"]["additionalProperties"] is False
+    generation = {"200", "400", "404", "409", "413", "415", "503", "504"}
+    embedding = {"200", "400", "404", "413", "415", "503", "504"}
+    expected = {"/api/chat": generation, "/api/generate": generation, "/api/embed": embedding}
+    expected |= {"/api/embeddings": embedding, "/api/show": {"200", "400", "404", "413", "415"}}
+    for path, statuses in expected.items():
+        (method,) = document["paths"][path]
+        responses = document["paths"][path][method]["responses"]
+        assert (method, set(responses)) == ("post", statuses), path
+        for status in statuses - {"200"}:
+            assert responses[status]["content"]["application/json"]["schema"]["$ref"].endswith("/OllamaErrorResponse")
+    for path in OLLAMA_READS:
+        assert list(document["paths"][path]) == ["get"]
+        assert set(document["paths"][path]["get"]["responses"]) == {"200"}
+    for path, method in OLLAMA_STORE.items():
+        assert list(document["paths"][path]) == [method]
+        (error,) = document["paths"][path][method]["responses"].values()
+        assert list(document["paths"][path][method]["responses"]) == ["400"]
+        assert error["content"]["application/json"]["schema"]["$ref"].endswith("/OllamaErrorResponse")
+
+
 def _post_routes(app: web.Application) -> dict[str, Any]:
     """The documented POST routes (the operator's -- model load/unload, config reload -- are not)."""
     undocumented = {path for route in ROUTES if not route.documented for path in route.paths}
@@ -121,6 +170,15 @@ def _post_routes(app: web.Application) -> dict[str, Any]:
         route.resource.canonical: route.handler
         for route in app.router.routes()
         if route.method == "POST" and route.resource.canonical not in undocumented
+    }
+
+
+def _ollama_routes(app: web.Application) -> set[tuple[str, str]]:
+    """Ollama's routes of the app, as (path, method); HEAD is GET's."""
+    return {
+        (route.resource.canonical, route.method.lower())
+        for route in app.router.routes()
+        if route.resource is not None and route.resource.canonical.startswith("/api/") and route.method != "HEAD"
     }
 
 
@@ -133,7 +191,7 @@ def test_every_post_route_of_the_app_is_in_the_document_under_v3() -> None:
     missing = []
     for path, handler in routes.items():
         if path.startswith("/api/"):
-            continue  # Ollama's native API: docs/ollama.md (not yet in this document)
+            continue  # Ollama's native API: under its own paths (the next test)
         v3 = "/v3" + path.removeprefix("/v1") if not path.startswith("/v3") else path
         if v3 not in documented:
             missing.append(path)
@@ -141,6 +199,15 @@ def test_every_post_route_of_the_app_is_in_the_document_under_v3() -> None:
             assert routes.get(v3) is handler, f"{path} is not an alias of {v3}"
     assert missing == []
     assert set(PATHS) <= set(routes)
+
+
+def test_every_ollama_route_of_the_app_is_in_the_document_with_its_method() -> None:
+    app = create_app(ServerSettings.model_construct(models=[]), SERVED)
+    document = openapi_document({"tiny-llm": "text_generation"})
+    documented = {(path, method) for path, item in document["paths"].items() for method in item}
+    ollama_routes = _ollama_routes(app)
+    assert len(ollama_routes) == len(OLLAMA) + len(OLLAMA_READS) + len(OLLAMA_STORE)
+    assert ollama_routes <= documented
 
 
 def test_the_model_list_routes_are_documented_with_the_parsers_extension() -> None:
@@ -167,6 +234,18 @@ async def test_openapi_model_enum_lists_the_models_serving_the_task() -> None:
     # No model serves the task: every name, each answered with wrong_model_task's 400.
     only_llm = openapi_document({"tiny-llm": "text_generation"})["components"]["schemas"]
     assert only_llm["EmbeddingRequest"]["properties"]["model"]["enum"] == ["tiny-llm"]
+    assert only_llm["OllamaEmbedRequest"]["properties"]["model"]["enum"] == ["tiny-llm", "tiny-llm:latest"]
+
+
+async def test_ollamas_model_enum_names_each_served_model_also_as_latest() -> None:
+    schemas = (await served_document())["components"]["schemas"]
+    everyone = [f"{name}{tag}" for name in ("tiny-embed", "tiny-llm", "tiny-rerank") for tag in ("", ":latest")]
+    # Chat and generate: any model (the unload request works for each; generating needs a generator: 400).
+    assert schemas["OllamaChatRequest"]["properties"]["model"]["enum"] == everyone
+    assert schemas["OllamaGenerateRequest"]["properties"]["model"]["enum"] == everyone
+    assert schemas["OllamaEmbedRequest"]["properties"]["model"]["enum"] == ["tiny-embed", "tiny-embed:latest"]
+    assert schemas["OllamaEmbeddingsRequest"]["properties"]["model"]["enum"] == ["tiny-embed", "tiny-embed:latest"]
+    assert schemas["OllamaShowRequest"]["properties"]["model"]["anyOf"] == [{"enum": everyone}, {"type": "null"}]
 
 
 async def test_openapi_success_bodies_are_the_response_models_each_under_its_own_name() -> None:
@@ -183,12 +262,22 @@ async def test_openapi_success_bodies_are_the_response_models_each_under_its_own
             assert "anyOf" in schemas[events] or "oneOf" in schemas[events], path
         else:
             assert "text/event-stream" not in content, path
+    for path in [*OLLAMA, *OLLAMA_READS]:
+        (operation,) = document["paths"][path].values()
+        content = operation["responses"]["200"]["content"]
+        answer = content["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+        assert answer.startswith("Ollama") and schemas[answer]["additionalProperties"] is False, path
+        if path in OLLAMA_STREAMS:
+            line = content["application/x-ndjson"]["schema"]["$ref"].rsplit("/", 1)[-1]
+            assert len(schemas[line]["anyOf"]) == 3, path  # a piece of output, the last line, the error line
+        else:
+            assert set(content) == {"application/json"}, path
 
 
 async def test_openapi_request_bodies_stay_open_to_other_servers_fields() -> None:
     document = await served_document()
-    for model in PATHS.values():
-        assert document["components"]["schemas"][model.__name__].get("additionalProperties") is not False
+    for path in REQUESTS:
+        assert document["components"]["schemas"][component(path)].get("additionalProperties") is not False
 
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -263,9 +352,108 @@ async def test_openapi_request_schema_agrees_with_the_request_models(
 
 
 def _names_a_model_for_the_path(document: dict[str, Any], path: str, body: dict[str, Any]) -> bool:
-    """Other names pass the request models and are refused later: 404, or 400 wrong_model_task."""
-    schema = document["components"]["schemas"][PATHS[path].__name__]["properties"]["model"]
-    return jsonschema.Draft202012Validator(schema).is_valid(body.get("model"))
+    """Other names pass the request models and are refused later: 404, or 400 wrong_model_task.
+    (/api/show reads ``name`` when ``model`` is not sent.)"""
+    schema = document["components"]["schemas"][component(path)]["properties"]["model"]
+    named = body.get("model")
+    if path == "/api/show" and named is None:
+        named = body.get("name")
+    return jsonschema.Draft202012Validator(schema).is_valid(named)
+
+
+USER = {"role": "user", "content": "hi"}
+LLM, EMBED = {"model": "tiny-llm"}, {"model": "tiny-embed"}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "valid"),
+    [
+        ("/api/chat", {**LLM, "messages": [USER]}, True),
+        ("/api/chat", {"model": "tiny-llm:latest", "messages": [USER]}, True),  # Ollama's untagged name
+        ("/api/chat", LLM, True),  # no messages: load the model
+        ("/api/chat", {"model": "tiny-embed", "keep_alive": 0}, True),  # unload: any model
+        # null means "not sent" for every top-level field...
+        ("/api/chat", {**LLM, "messages": None, "stream": None, "options": None, "keep_alive": None}, True),
+        # ...not inside: a message's content is a string.
+        ("/api/chat", {**LLM, "messages": [{"role": "user", "content": None}]}, False),
+        ("/api/chat", {"model": "llama9", "messages": [USER]}, False),
+        ("/api/chat", {"model": "tiny-llm:7b", "messages": [USER]}, False),
+        ("/api/chat", {"model": None, "messages": [USER]}, False),
+        ("/api/chat", {**LLM, "stream": "yes"}, False),
+        ("/api/chat", {**LLM, "messages": [{"role": "wizard", "content": "hi"}]}, False),
+        ("/api/chat", {**LLM, "messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]}]}, True),
+        ("/api/chat", {**LLM, "tools": [{"function": {"name": "no spaces"}}]}, False),
+        ("/api/chat", {**LLM, "options": {"temperature": 0.5, "top_k": 0, "seed": -1, "mirostat": 2}}, True),
+        ("/api/chat", {**LLM, "options": {"temperature": 9}}, False),
+        ("/api/chat", {**LLM, "options": {"num_predict": -1}}, True),
+        ("/api/chat", {**LLM, "options": {"num_predict": 0}}, False),
+        ("/api/chat", {**LLM, "options": {"num_predict": -3}}, False),
+        ("/api/chat", {**LLM, "options": {"stop": ["\n", "User:"]}}, True),
+        ("/api/chat", {**LLM, "options": {"stop": ["\n", ""]}}, False),
+        ("/api/chat", {**LLM, "options": {"stop": "\n"}}, False),
+        ("/api/chat", {**LLM, "format": "json", "think": "low"}, True),
+        ("/api/chat", {**LLM, "format": {"type": "object"}, "think": False}, True),
+        ("/api/chat", {**LLM, "format": "yaml"}, False),
+        ("/api/chat", {**LLM, "think": "max"}, False),
+        # keep_alive: seconds, or a Go duration or a number in a string.
+        ("/api/chat", {**LLM, "keep_alive": 1e300}, True),
+        ("/api/chat", {**LLM, "keep_alive": -1}, True),
+        ("/api/chat", {**LLM, "keep_alive": "1h30m"}, True),
+        ("/api/chat", {**LLM, "keep_alive": "-1.5s"}, True),
+        ("/api/chat", {**LLM, "keep_alive": "+250ms"}, True),
+        ("/api/chat", {**LLM, "keep_alive": "300"}, True),
+        ("/api/chat", {**LLM, "keep_alive": "1.5e3"}, True),
+        ("/api/chat", {**LLM, "keep_alive": "soon"}, False),
+        ("/api/chat", {**LLM, "keep_alive": "5 minutes"}, False),
+        ("/api/chat", {**LLM, "keep_alive": " 5"}, False),
+        ("/api/chat", {**LLM, "keep_alive": "\u0663"}, False),  # an Arabic-Indic 3: float() would read it
+        ("/api/chat", {**LLM, "keep_alive": "nan"}, False),
+        ("/api/chat", {**LLM, "keep_alive": ""}, False),
+        ("/api/chat", {**LLM, "keep_alive": True}, False),
+        ("/api/generate", {**LLM, "prompt": "hi", "system": "Be brief.", "images": ["iVBORw0KGgo="]}, True),
+        ("/api/generate", {**LLM, "prompt": ["a"]}, False),
+        # Fields refused unless empty, whether the request generates or only loads the model.
+        ("/api/generate", {**LLM, "template": "", "suffix": None, "context": []}, True),
+        ("/api/generate", {**LLM, "template": "{{ .Prompt }}"}, False),
+        ("/api/generate", {**LLM, "prompt": "def f(", "suffix": ")"}, False),
+        ("/api/generate", {**LLM, "context": [1, 2]}, False),
+        ("/api/generate", {**LLM, "prompt": "hi", "raw": True, "images": [], "format": "", "think": False}, True),
+        ("/api/generate", {**LLM, "prompt": "hi", "raw": True, "images": ["iVBORw0KGgo="]}, False),
+        ("/api/generate", {**LLM, "prompt": "hi", "raw": True, "format": "json"}, False),
+        ("/api/generate", {**LLM, "prompt": "hi", "raw": True, "format": {}}, False),
+        ("/api/generate", {**LLM, "raw": True, "think": "low"}, False),
+        ("/api/generate", {**LLM, "prompt": "hi", "raw": False, "format": "json", "think": True}, True),
+        ("/api/embed", {**EMBED, "input": "hi", "truncate": None, "dimensions": None}, True),
+        ("/api/embed", {**EMBED, "input": ["a", "b"], "keep_alive": "10m"}, True),
+        ("/api/embed", {"model": "tiny-llm", "input": "hi"}, False),  # not an embeddings model: a 400
+        ("/api/embed", {**EMBED, "input": ""}, False),
+        ("/api/embed", {**EMBED, "input": []}, False),
+        ("/api/embed", {**EMBED, "input": ["a", ""]}, False),
+        ("/api/embed", {**EMBED, "input": ["a", 1]}, False),
+        ("/api/embed", {**EMBED, "input": 5}, False),
+        ("/api/embed", {**EMBED, "input": "hi", "dimensions": 0}, False),
+        ("/api/embed", EMBED, False),
+        ("/api/embeddings", {**EMBED, "prompt": "hi", "options": None}, True),
+        ("/api/embeddings", {**EMBED, "prompt": ""}, False),
+        ("/api/embeddings", EMBED, False),
+        ("/api/show", LLM, True),
+        ("/api/show", {"name": "tiny-llm"}, True),  # older clients
+        ("/api/show", {"model": None, "name": "tiny-llm:latest", "verbose": None}, True),
+        ("/api/show", {"model": "tiny-llm", "name": "gpt-9"}, True),  # name is not read then
+        ("/api/show", {"name": "gpt-9"}, False),
+        ("/api/show", {"model": "gpt-9", "name": "tiny-llm"}, False),
+        ("/api/show", {}, False),
+        ("/api/show", {"model": None, "name": None}, False),
+        ("/api/show", {**LLM, "verbose": "yes"}, False),
+    ],
+)
+async def test_ollama_request_schemas_agree_with_the_request_models(
+    path: str, body: dict[str, Any], valid: bool
+) -> None:
+    document = await served_document()
+    assert body_validator(document, path).is_valid(body) is valid
+    if _names_a_model_for_the_path(document, path, body):
+        assert _model_accepts(OLLAMA[path], body) is valid
 
 
 def _model_accepts(model: type[BaseModel], body: dict[str, Any]) -> bool:
@@ -292,11 +480,16 @@ async def test_openapi_type_mutations_are_refused_by_the_request_models() -> Non
         "/v3/detokenize": {"model": "tiny-llm", "tokens": [1]},
         "/v3/messages": {"model": "tiny-llm", "max_tokens": 8, "messages": MESSAGES},
         "/v3/messages/count_tokens": {"model": "tiny-llm", "messages": MESSAGES},
+        "/api/chat": {**LLM, "messages": [USER]},
+        "/api/generate": {**LLM, "prompt": "hi"},
+        "/api/embed": {**EMBED, "input": "hi"},
+        "/api/embeddings": {**EMBED, "prompt": "hi"},
+        "/api/show": LLM,
     }
     accepted = []
-    for path, model in PATHS.items():
+    for path, model in REQUESTS.items():
         validator = body_validator(document, path)
-        for field in document["components"]["schemas"][model.__name__]["properties"]:
+        for field in document["components"]["schemas"][component(path)]["properties"]:
             for value in WRONG_TYPES:
                 body = {**bases[path], field: value}
                 if field != "model" and not validator.is_valid(body) and _model_accepts(model, body):

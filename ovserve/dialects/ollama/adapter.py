@@ -57,7 +57,9 @@ from ovserve.core.conversation import (
 from ovserve.core.job import Delta, Job
 from ovserve.dialects.ollama import request as req
 from ovserve.dialects.ollama.response import (
+    AssistantMessage,
     CalledFunction,
+    CalledTool,
     ChatResponse,
     ErrorResponse,
     GenerateResponse,
@@ -65,9 +67,7 @@ from ovserve.dialects.ollama.response import (
     error_message,
     timestamp,
 )
-from ovserve.dialects.ollama.response import Message as MessageBody
-from ovserve.dialects.ollama.response import ToolCall as ToolCallBody
-from ovserve.errors import BadRequestError, OvserveError, UnsupportedParameterError
+from ovserve.errors import OvserveError, UnsupportedParameterError
 from ovserve.json_types import JsonObject
 from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.parsers.base import ToolCall as ParsedCall
@@ -268,7 +268,6 @@ class OllamaEndpoint:
             job = await self.chat.prepare(chat_conversation(request))
         else:
             self._model(request, False)
-            _refuse_generate_fields(request)
             if request.raw:
                 sampled = sampling(request.options, stream=request.stream)
                 job = await self.completion.prepare(
@@ -295,7 +294,7 @@ class OllamaEndpoint:
                     thinking.append(line.thinking or "")
         assert last is not None  # the stream always ends with its done line
         if isinstance(last, ChatResponse):
-            message = MessageBody(role="assistant", content="".join(content))
+            message = AssistantMessage(role="assistant", content="".join(content))
             if any(thinking):
                 message.thinking = "".join(thinking)
             if calls:
@@ -340,12 +339,12 @@ def _line(call: OllamaCall, delta: Delta | None) -> OllamaLine:
         if thinking:
             line.thinking = thinking
         return line
-    message = MessageBody(role="assistant", content=content)
+    message = AssistantMessage(role="assistant", content=content)
     if thinking:
         message.thinking = thinking
     if delta is not None and delta.tool_calls:
         message.tool_calls = [
-            ToolCallBody(
+            CalledTool(
                 id=parsed.id,
                 function=CalledFunction(
                     index=delta.calls_before + offset, name=parsed.name, arguments=_arguments(parsed)
@@ -354,25 +353,3 @@ def _line(call: OllamaCall, delta: Delta | None) -> OllamaLine:
             for offset, parsed in enumerate(delta.tool_calls)
         ]
     return ChatResponse(model=model, created_at=created, message=message, done=delta is None)
-
-
-def _refuse_generate_fields(request: req.GenerateRequest) -> None:
-    """Fields of /api/generate that cannot be honoured here: a 400 each, never silently dropped."""
-    if request.template:
-        raise UnsupportedParameterError(
-            "'template' (a Go template) is not supported: the model's own chat template renders the prompt; "
-            "send 'raw': true with a prompt you formatted yourself",
-            param="template",
-        )
-    if request.suffix:
-        raise UnsupportedParameterError(f"model '{request.model}' does not support insert ('suffix')", param="suffix")
-    if request.context:
-        raise UnsupportedParameterError(
-            "'context' (token ids of an earlier answer) is not supported: send the conversation to /api/chat",
-            param="context",
-        )
-    if request.raw:
-        # raw prompts skip the template (think's switches) and the chat path (its grammar): no silent drop.
-        for name, value in (("images", request.images), ("format", request.format), ("think", request.think)):
-            if value not in (None, "", [], False):
-                raise BadRequestError(f"'{name}' needs the chat template: send it without 'raw'", param=name)

@@ -1,5 +1,10 @@
 """The bodies Ollama's ``/api/*`` routes answer with (field names and meanings as Ollama's API
-documents them; durations in nanoseconds, timestamps RFC 3339 in UTC)."""
+documents them; durations in nanoseconds, timestamps RFC 3339 in UTC).
+
+``/openapi.json`` names its schemas after these classes (``ovserve.api.openapi``), so none shares a
+name with a request model of the dialect: an answer's message is an :class:`AssistantMessage`,
+its calls :class:`CalledTool`.
+"""
 
 from __future__ import annotations
 
@@ -23,16 +28,20 @@ class CalledFunction(Body):
     arguments: JsonObject
 
 
-class ToolCall(Body):
+class CalledTool(Body):
+    """A tool call the model made (what a client sends back is ``ovserve.dialects.ollama.request.ToolCall``)."""
+
     id: str | None = None
     function: CalledFunction
 
 
-class Message(Body):
+class AssistantMessage(Body):
+    """The message of an answer (what a client sends is ``ovserve.dialects.ollama.request.Message``)."""
+
     role: Literal["assistant"]
     content: str
     thinking: str | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[CalledTool] | None = None
 
 
 class Stats(Body):
@@ -52,7 +61,7 @@ class ChatResponse(Body):
 
     model: str
     created_at: str
-    message: Message
+    message: AssistantMessage
     done: bool
     done_reason: DoneReason | None = None
     total_duration: int | None = None
