@@ -10,6 +10,7 @@ their warm baseline.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import pytest
 from ovserve.engine.memory import resident_memory_bytes
 from tests.audio_files import CONTAINERS, hostile_audio, make_audio
 from tests.conftest import Server, start_server
+from tests.served_openapi import EVENTS, ServedSchemas
 
 MODEL = "tiny-whisper"
 MAX_AUDIO_SECONDS = 40
@@ -142,6 +144,20 @@ def test_stream_deltas_add_up_to_the_done_text(client: openai.OpenAI) -> None:
     assert done is not None and len(deltas) > 1
     assert "".join(deltas) == done.text == unary.text
     assert done.usage is not None and done.usage.seconds == 3  # type: ignore[union-attr]
+
+
+def test_answers_and_stream_events_match_the_served_openapi_document(speech_server: Server) -> None:
+    schemas = ServedSchemas(httpx.get(f"{speech_server.url}/openapi.json", timeout=30).json())
+    url = f"{speech_server.url}/v3/audio/transcriptions"
+    for response_format, component in (("json", "Transcription"), ("verbose_json", "VerboseTranscription")):
+        answer = httpx.post(url, data={"model": MODEL, "response_format": response_format}, files={"file": _wav()})
+        assert answer.status_code == 200, answer.text
+        schemas.validate_component(component, answer.json())
+    with httpx.stream("POST", url, data={"model": MODEL, "stream": "true"}, files={"file": _wav()}) as streamed:
+        events = [json.loads(line[6:]) for line in streamed.iter_lines() if line.startswith("data: ")]
+    assert [event["type"] for event in events[-1:]] == ["transcript.text.done"]
+    for event in events:
+        schemas.validate_answer("/v3/audio/transcriptions", event, EVENTS)
 
 
 def test_translation(client: openai.OpenAI) -> None:
