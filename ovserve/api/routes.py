@@ -23,6 +23,7 @@ from ovserve.api.sse import SSEWriter, dumps
 from ovserve.core.job import Job
 from ovserve.dialects.anthropic import response as anthropic
 from ovserve.dialects.body import Body as BodyModel
+from ovserve.dialects.body import EncodedBody
 from ovserve.dialects.openai.audio.adapter import AudioJob, AudioService
 from ovserve.dialects.openai.audio.request import parse_form
 from ovserve.dialects.openai.audio.response import delta_event as audio_delta_event
@@ -137,8 +138,9 @@ class Call(Protocol):
     def streaming(self) -> bool: ...
 
 
-# What a dialect's adapter answers with: one of its response models.
-Answer = BodyModel
+# What a dialect's adapter answers with: one of its response models (a stream's event may come
+# already encoded from one: EncodedBody).
+Answer = BodyModel | EncodedBody
 CallT = TypeVar("CallT", bound=Call)
 ParsedT = TypeVar("ParsedT", contravariant=True)
 

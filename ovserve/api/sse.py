@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ovserve.dialects.body import Body
+from ovserve.dialects.body import Body, EncodedBody
 
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
@@ -25,7 +25,7 @@ SSE_HEADERS = {
 
 def dumps(payload: Any) -> str:
     """A JSON body: a response model's own encoding, or compact JSON of plain data."""
-    if isinstance(payload, Body):
+    if isinstance(payload, Body | EncodedBody):
         return payload.encode()
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 

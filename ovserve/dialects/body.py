@@ -10,12 +10,14 @@ serialization mode: what is required there is what every body carries.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict
 
 # A JSON object the client wrote and a body echoes (a tool's parameters schema, a JSON schema).
 from ovserve.json_types import JsonObject
 
-__all__ = ["Body", "JsonObject"]
+__all__ = ["Body", "EncodedBody", "JsonObject"]
 
 
 class Body(BaseModel):
@@ -30,3 +32,15 @@ class Body(BaseModel):
     def dump(self) -> JsonObject:
         """The same JSON as plain data, for what stores it (``ovserve.dialects.openai.responses.store``)."""
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A body already encoded as JSON text, for a stream's hot path (an event per token): a dialect
+    builds it around text its response model encoded once per stream, and it is byte for byte what
+    the model would encode (each such path has a test that compares the two)."""
+
+    text: str
+
+    def encode(self) -> str:
+        return self.text

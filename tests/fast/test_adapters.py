@@ -4,6 +4,7 @@ No engine, no template, no HTTP."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -129,7 +130,7 @@ async def test_chat_renders_scripted_steps_as_chunks_and_a_completion() -> None:
     ]
     endpoint = ChatEndpoint(ScriptedCore(ScriptedJob(script)))  # type: ignore[arg-type]
     prepared = await endpoint.prepare(chat_request(messages=[{"role": "user", "content": "x"}], stream=True), "c")
-    chunks = [chunk.model_dump(exclude_unset=True) async for chunk in endpoint.stream(prepared)]
+    chunks = [json.loads(chunk.encode()) async for chunk in endpoint.stream(prepared)]
     deltas = [chunk["choices"][0]["delta"] for chunk in chunks]
     assert deltas[0] == {"role": "assistant", "content": None}
     assert deltas[1:3] == [{"reasoning_content": "hm"}, {"content": "Hi"}]
