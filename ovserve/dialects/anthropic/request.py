@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from ovserve.errors import by_type, str_or_list, tag
-from ovserve.json_types import JsonObject
+from ovserve.json_types import JsonObject, without_nulls
 
 # Anthropic's image types (its Messages reference: "image/jpeg", "image/png", "image/gif", "image/webp").
 IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -288,9 +288,7 @@ class PromptRequest(Lenient):
     @model_validator(mode="before")
     @classmethod
     def _null_means_not_sent(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {key: value for key, value in data.items() if value is not None}
-        return data
+        return without_nulls(data)
 
     @model_validator(mode="after")
     def _forced_tool_is_offered(self) -> PromptRequest:

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ovserve.json_types import JsonObject
+from ovserve.json_types import JsonObject, without_nulls
 
 # Ollama's seed is an int; -1 (its default) means "random".
 MAX_SEED = 2**32 - 1
@@ -55,9 +55,7 @@ class RequestBody(Lenient):
     @model_validator(mode="before")
     @classmethod
     def _null_means_not_sent(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {key: value for key, value in data.items() if value is not None}
-        return data
+        return without_nulls(data)
 
 
 def parse_duration(text: str) -> float:

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ovserve.dialects.openai.chat.request import ChatMessage
 from ovserve.dialects.openai.request import Lenient, TokenId
+from ovserve.json_types import without_nulls
 
 _NonEmptyText = Annotated[str, Field(min_length=1)]
 _TokenIds = Annotated[list[TokenId], Field(min_length=1)]
@@ -19,9 +20,7 @@ class _RetrievalRequest(Lenient):
     @model_validator(mode="before")
     @classmethod
     def _null_means_not_sent(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {key: value for key, value in data.items() if value is not None}
-        return data
+        return without_nulls(data)
 
     def unknown_fields(self) -> list[str]:
         return sorted(self.model_extra or {})
