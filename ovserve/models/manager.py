@@ -8,7 +8,8 @@ Contract:
   leased (or a request waits for it) it is never unloaded for idleness nor evicted; an unload
   through the API waits for the requests using it. A request that finds its model unloaded,
   unloading or loading on demand waits (until its deadline) for the one load all such requests
-  share: the first one starts it.
+  share: the first one starts it. An unload (through the API, or a reload removing the model)
+  that comes while requests wait for a load lets the load finish, serves them, then unloads.
 - A load failure is every waiting request's 503 (``model_load_failed``, with the reason and
   ``Retry-After``); the model is loaded again by a request that comes after the engine's backoff.
 - A model loaded at start (the default, and every ``pinned`` one) keeps today's lifetime: its
@@ -277,7 +278,15 @@ class ResidencyManager:
                     raise error
                 residency.load_task = self._task(self._load(model), f"load-{model.name}")
             assert residency.load_task is not None
-            await self._wait(model, residency.load_task, deadline)
+            residency.join_load()
+            try:
+                await self._wait(model, residency.load_task, deadline)
+            finally:
+                residency.leave_load()
+            if engine.ready:
+                # Served even when an unload arrived during the load: it waits for this request
+                # (the lease is taken before anything else runs on the loop).
+                return
 
     async def _wait(self, model: ServedModel, task: asyncio.Task[None], deadline: float | None) -> None:
         """Wait for a load or an unload (shared: leaving does not cancel it) and raise its failure."""
@@ -414,13 +423,24 @@ class ResidencyManager:
     async def _unloading(self, model: ServedModel, reason: str) -> None:
         residency = model.residency
         for task in (residency.load_task, residency.background):
-            if _running(task):
-                assert task is not None
-                task.cancel()
+            if not _running(task):
+                continue
+            assert task is not None
+            if task is residency.load_task and residency.load_waiters:
+                # Requests wait for this load: they are served, then the model unloads (as it
+                # does after the requests in flight); cancelling would fail every one of them.
                 await asyncio.wait({task})
-        if residency.active:
-            log.info("unloading model %r (%s) once its %d request(s) finish", model.name, reason, residency.active)
-        await residency.no_active.wait()
+                continue
+            task.cancel()
+            await asyncio.wait({task})
+        if not residency.unloadable:
+            log.info(
+                "unloading model %r (%s) once its %d request(s) finish",
+                model.name, reason, residency.active + residency.load_waiters,
+            )  # fmt: skip
+        # A load waiter leaves the count just before it holds the engine: look again after each wake.
+        while not residency.unloadable:
+            await residency.no_active.wait()
         held = residency.resident or model.engine.running_pid is not None
         note = self._memory_note(model)
         await model.engine.unload()

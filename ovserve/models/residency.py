@@ -128,6 +128,8 @@ class Residency:
     resident: bool = False  # its memory counts against the budget (loaded, loading or restarting)
     retiring: bool = False  # removed from the config: it unloads once its requests are done
     waiting: int = 0  # requests waiting for it to load
+    # Of those, the ones waiting for the load under way: an unload lets them be served first.
+    load_waiters: int = 0
     active: int = 0  # requests using its engine
     last_used: float | None = None  # wall clock of the last request's start or end
     last_used_at: float = field(default_factory=time.monotonic)  # the same, for the idle timer
@@ -138,6 +140,7 @@ class Residency:
     unload_task: asyncio.Task[None] | None = None
     background: asyncio.Task[None] | None = None
     placing: bool = False  # its load waits for room in the budget
+    # Set while no request uses its engine nor waits for the load under way: what an unload awaits.
     no_active: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
@@ -207,6 +210,11 @@ class Residency:
         self.reserved = 0
         self.keep_alive = None  # a client's keep_alive lasts one residency, as Ollama's runner holds it
 
+    @property
+    def unloadable(self) -> bool:
+        """No request uses its engine nor waits for the load under way."""
+        return self.active == 0 and self.load_waiters == 0
+
     def hold(self) -> None:
         self.active += 1
         self.no_active.clear()
@@ -215,7 +223,19 @@ class Residency:
     def let_go(self) -> None:
         self.active -= 1
         self.touch()
-        if self.active == 0:
+        self._settle()
+
+    def join_load(self) -> None:
+        """A request waits for the load under way (an unload now waits for it to be served)."""
+        self.load_waiters += 1
+        self.no_active.clear()
+
+    def leave_load(self) -> None:
+        self.load_waiters -= 1
+        self._settle()
+
+    def _settle(self) -> None:
+        if self.unloadable:
             self.no_active.set()
 
 

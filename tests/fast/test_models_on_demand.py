@@ -138,6 +138,36 @@ async def test_requests_arriving_while_a_model_loads_all_wait_for_the_same_load(
     assert len(lazy.launcher.launched) == 1
 
 
+@pytest.mark.parametrize("unload_by", ["api", "config"])
+async def test_an_unload_during_a_load_serves_the_requests_waiting_for_it_first(
+    serve_on_demand: Start, unload_by: str
+) -> None:
+    lazy = fast_model(name="lazy")
+    lazy.launcher.gate.clear()  # the engine takes its time to load
+    served = await serve_on_demand(lazy, lazy_load=True)
+    residency = lazy.model.residency
+    requests = [asyncio.create_task(served.post("/v3/chat/completions", chat("lazy"))) for _ in range(8)]
+    await eventually(lambda: residency.load_waiters == 8)
+    if unload_by == "api":
+        unload: asyncio.Future[Any] = asyncio.ensure_future(served.client.post("/v3/models/lazy/unload"))
+    else:  # a config reload that removes the model
+        manager = served.client.app[keys.RESIDENCY]
+        manager.models.remove("lazy")
+        unload = manager.retire(lazy.model)
+    await eventually(lambda: residency.unload_task is not None)
+    lazy.launcher.gate.set()
+    results = await asyncio.gather(*requests)
+    assert [status for status, _ in results] == [200] * 8, results
+    if unload_by == "api":
+        async with await unload as response:
+            assert response.status == 200
+            assert (await response.json())["ovserve"]["state"] == "unloaded"
+    else:
+        await unload
+    assert not lazy.launcher.engine.is_alive()  # then the unload took effect
+    assert len(lazy.launcher.launched) == 1
+
+
 async def test_a_failed_load_is_a_503_with_its_reason_and_is_retried_by_a_later_request(
     serve_on_demand: Start,
 ) -> None:
