@@ -396,8 +396,10 @@ async def health_ready(request: web.Request) -> web.Response:
 
 async def model_ready(request: web.Request) -> web.Response:
     """KServe-style per-model readiness (OVMS: /v2/models/{name}/ready): 200 while its engine is
-    loaded; an unloaded model is 503 here (the server's readiness counts it as available)."""
-    model = request.app[keys.MODELS].get(request.match_info["name"])
+    loaded; an unloaded model is 503 here (the server's readiness counts it as available). Open
+    to probes: an unknown name's 404 lists the served models only to a caller with a key."""
+    authorized = is_authorized(request, request.app[keys.API_KEYS])
+    model = request.app[keys.MODELS].get(request.match_info["name"], list_served=authorized)
     ready = model.engine.ready and not request.app[keys.DRAIN].draining
     return web.Response(status=200 if ready else 503)
 

@@ -268,12 +268,16 @@ class ModelRegistry:
     def remove(self, name: str) -> ServedModel | None:
         return self._models.pop(name, None)
 
-    def get(self, name: str) -> ServedModel:
-        """The model named ``name``, or else the first whose aliases (glob patterns) match it."""
+    def get(self, name: str, *, list_served: bool = True) -> ServedModel:
+        """The model named ``name``, or else the first whose aliases (glob patterns) match it.
+
+        Not found: a 404 that lists the served names, unless ``list_served`` is False: a route
+        open to callers without a key (``/v2/models/{name}/ready``) must not name the models to
+        anyone who reaches the port when the server has keys."""
         model = self._models.get(name) or self._aliased(name)
         if model is None:
-            available = ", ".join(sorted(self._models)) or "none"
-            raise ModelNotFoundError(f"model '{name}' is not served here (available: {available})", param="model")
+            available = f" (available: {', '.join(sorted(self._models)) or 'none'})" if list_served else ""
+            raise ModelNotFoundError(f"model '{name}' is not served here{available}", param="model")
         return model
 
     def _aliased(self, name: str) -> ServedModel | None:
