@@ -14,7 +14,9 @@ Contract:
 - Missing or wrong → 401 with ``WWW-Authenticate: Bearer``, in the route's error shape (OpenAI's;
   Anthropic's ``authentication_error`` on its routes); never a 500.
 - Health probes stay open (Kubernetes and load balancers carry no keys). ``/metrics`` needs a key
-  unless ``--metrics_public``. ``/health`` answers without a key but then lists no model names.
+  unless ``--metrics_public``. ``/health`` answers without a key but then lists no model names;
+  nor does an unknown name's 404 on ``/v2/models/{name}/ready``: no answer to a caller without a
+  key names a served model (``tests/fast/test_api_key_privacy.py`` asks every route).
 - Keys are never logged: only how many are configured and where they came from.
 - Every refused key is counted (:class:`FailedAuthentications`: ``ovserve_auth_failures_total`` by
   reason) and logged as a WARNING with the peer's address, at most once a minute (a brute force of
