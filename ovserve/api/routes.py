@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Literal, Protocol, TypeVar
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from multidict import MultiDictProxy
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
@@ -49,6 +49,7 @@ from ovserve.errors import (
     BadRequestError,
     DeadlineExceededError,
     OvserveError,
+    PayloadTooLargeError,
     RequestTimeoutError,
     UnsupportedMediaTypeError,
     bad_request,
@@ -445,12 +446,28 @@ async def _read_form(request: web.Request) -> MultiDictProxy[Any]:
         raise UnsupportedMediaTypeError(
             f"expected 'multipart/form-data' (an audio upload), got '{request.content_type}'"
         )
-    body_timeout = request.app[keys.SETTINGS].body_timeout_s
+    settings = request.app[keys.SETTINGS]
     try:
-        async with asyncio.timeout(body_timeout):
+        async with asyncio.timeout(settings.body_timeout_s):
             return await request.post()
     except TimeoutError:
-        raise RequestTimeoutError(f"the request body was not received within {body_timeout:g} s") from None
+        raise RequestTimeoutError(f"the request body was not received within {settings.body_timeout_s:g} s") from None
+    except web.HTTPRequestEntityTooLarge:
+        # post() raises aiohttp's 413 for a body over client_max_size and for a form over
+        # client_max_fields, whatever its size: only the first is a body too large.
+        if request.content.total_bytes > request.client_max_size:
+            raise PayloadTooLargeError(
+                f"the request body is larger than --max_request_mb ({settings.max_request_mb:g} MB)"
+            ) from None
+        raise BadRequestError(
+            f"the multipart form has more than {request.client_max_fields} fields, the server's limit",
+            code="too_many_form_fields",
+        ) from None
+    except LineTooLong as exc:  # a part's header line over the HTTP parser's max_field_size
+        raise BadRequestError(
+            f"a header line of the multipart form is longer than {exc.args[1]} bytes, the server's limit",
+            code="form_header_too_long",
+        ) from None
     except (ValueError, HttpProcessingError) as exc:  # a malformed multipart body (boundary, part headers)
         raise BadRequestError(f"the multipart form cannot be read: {exc}") from None
 
