@@ -143,13 +143,28 @@ async def test_a_stream_that_fails_ends_with_an_event_the_document_describes(
             schemas.validate_answer(path, event, EVENTS)
 
 
-async def test_a_stored_response_reads_back_as_the_documented_response(serve) -> None:
+STORED = "/v3/responses/{response_id}"
+
+
+@pytest.mark.parametrize("prefix", ["/v3", "/v1", ""])
+async def test_a_stored_response_reads_back_and_deletes_as_the_document_says(serve, prefix: str) -> None:
+    """GET and DELETE /v3/responses/{response_id} (/v1 and the bare path: the same handlers):
+    each answer, the 404 after the delete included, is what the document says that method answers."""
     served = await serve(fast_model(reply(*CALL)))
     schemas = await _document(served)
     status, created = await served.post(RESPONSES, {"input": "Weather?", "tools": [RESPONSES_TOOL]})
     assert status == 200, created
-    async with served.client.get(f"/v3/responses/{created['id']}") as response:
-        schemas.validate_component("Response", await response.json())
+    path = f"{prefix}/responses/{created['id']}"
+    async with served.client.get(path) as response:
+        assert response.status == 200
+        schemas.validate_answer(STORED, await response.json(), method="get")
+    async with served.client.delete(path) as response:
+        assert response.status == 200
+        schemas.validate_answer(STORED, await response.json(), method="delete")
+    for method in ("get", "delete"):
+        async with served.client.request(method.upper(), path) as response:
+            assert response.status == 404
+            schemas.validate_answer(STORED, await response.json(), method=method, status="404")
 
 
 async def test_the_documented_answers_refuse_what_no_answer_carries(serve) -> None:

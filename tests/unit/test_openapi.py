@@ -54,6 +54,8 @@ GENERATION = ("/v3/chat/completions", "/v3/completions", "/v3/responses", "/v3/m
 ANTHROPIC = ("/v3/messages", "/v3/messages/count_tokens")
 # The documented GETs: OpenAI's model list and model object.
 READS = ("/v3/models", "/v3/models/{name}")
+# A stored response of the Responses API: read back and deleted.
+STORED = "/v3/responses/{response_id}"
 # Audio: multipart uploads and an audio answer (their schemas are written in ovserve.api.openapi).
 AUDIO = ("/v3/audio/transcriptions", "/v3/audio/translations", "/v3/audio/speech")
 # Ollama's native API: its request models, each documented as "Ollama" + the class name.
@@ -115,9 +117,7 @@ async def test_openapi_document_is_valid_openapi_31_with_every_endpoint() -> Non
     document = await served_document()
     validate(document)  # raises on an invalid document; picks the validator from "openapi": "3.1.0"
     assert document["openapi"].startswith("3.1")
-    assert set(PATHS) | set(READS) | set(AUDIO) | set(OLLAMA) | set(OLLAMA_READS) | set(OLLAMA_STORE) == set(
-        document["paths"]
-    )
+    assert {*PATHS, *READS, STORED, *AUDIO, *OLLAMA, *OLLAMA_READS, *OLLAMA_STORE} == set(document["paths"])
     for path in AUDIO:
         assert set(document["paths"][path]["post"]["responses"]) == {"200", "400", "404", "413", "415", "503", "504"}
     for path in READS:
@@ -208,6 +208,30 @@ def test_every_ollama_route_of_the_app_is_in_the_document_with_its_method() -> N
     ollama_routes = _ollama_routes(app)
     assert len(ollama_routes) == len(OLLAMA) + len(OLLAMA_READS) + len(OLLAMA_STORE)
     assert ollama_routes <= documented
+
+
+def test_every_get_and_delete_of_the_api_is_in_the_document_under_v3_with_its_method() -> None:
+    """The model list and a stored response (GET, DELETE); /v1 and the bare paths are aliases of
+    /v3. The probes, /metrics and /openapi.json itself are the operator's, not the API's."""
+    app = create_app(ServerSettings.model_construct(models=[]), SERVED)
+    document = openapi_document({"tiny-llm": "text_generation"})
+    documented = {(path, method) for path, item in document["paths"].items() for method in item}
+    api = {
+        ("/v3" + canonical.removeprefix("/v1").removeprefix("/v3"), route.method.lower())
+        for route in app.router.routes()
+        if route.method in ("GET", "DELETE")
+        and (canonical := route.resource.canonical).startswith(("/v1/", "/v3/"))
+        and canonical != "/v1/config/reload"
+    }
+    assert api == {("/v3/models", "get"), ("/v3/models/{name}", "get"), (STORED, "get"), (STORED, "delete")}
+    assert api <= documented
+    for method, answer in (("get", "Response"), ("delete", "ResponseDeleted")):
+        operation = document["paths"][STORED][method]
+        assert [parameter["name"] for parameter in operation["parameters"]] == ["response_id"]
+        assert set(operation["responses"]) == {"200", "404", "503"}
+        assert operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/" + answer)
+    schemas = document["components"]["schemas"]
+    assert schemas["ResponseDeleted"]["required"] == ["id", "object", "deleted"]
 
 
 def test_the_model_list_routes_are_documented_with_the_parsers_extension() -> None:

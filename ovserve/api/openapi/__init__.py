@@ -1,9 +1,11 @@
 """The OpenAPI 3.1 document of the server's operations, served at ``GET /openapi.json``.
 
 Contract: :func:`openapi_document` is the document for a server serving a set of models (name ->
-task); every POST route the server registers is in it once (``tests/unit/test_openapi.py`` walks a
-built app's router to keep it so): the OpenAI-shaped operations and Anthropic's Messages API
-(:mod:`ovserve.api.openapi.openai`), and Ollama's native API (:mod:`ovserve.api.openapi.ollama`).
+task); every POST route the server registers is in it once, and every GET and DELETE of the API
+(the model list, a stored response of the Responses API), each under ``/v3``
+(``tests/unit/test_openapi.py`` walks a built app's router to keep it so): the OpenAI-shaped
+operations and Anthropic's Messages API (:mod:`ovserve.api.openapi.openai`), and Ollama's native
+API (:mod:`ovserve.api.openapi.ollama`).
 
 The request bodies are the JSON schemas of the very pydantic models the routes validate with, so
 the document cannot drift from what the server accepts; it is what schemathesis fuzzes against

@@ -1,6 +1,6 @@
 """The OpenAI-shaped operations of the OpenAPI document (and Anthropic's Messages API beside them):
-chat, completions, Responses, messages, embeddings, rerank, tokenize, detokenize, the model list,
-and the audio routes.
+chat, completions, Responses (and reading back and deleting a stored response), messages, embeddings,
+rerank, tokenize, detokenize, the model list, and the audio routes.
 
 Contract: :func:`components` are the schemas of these operations for a server serving ``served``
 (model name -> task); :func:`paths` their path items. Each POST route is described once, under
@@ -47,7 +47,7 @@ from ovserve.dialects.openai.completions.response import Completion, CompletionS
 from ovserve.dialects.openai.models import ModelList, ModelObject
 from ovserve.dialects.openai.request import MAX_STOP_SEQUENCES, SamplingRequest
 from ovserve.dialects.openai.responses.request import ResponsesRequest
-from ovserve.dialects.openai.responses.response import Response, ResponseStreamEvent
+from ovserve.dialects.openai.responses.response import Response, ResponseDeleted, ResponseStreamEvent
 from ovserve.dialects.openai.retrieval.request import (
     DetokenizeRequest,
     EmbeddingRequest,
@@ -205,6 +205,15 @@ _READS: tuple[_Read, ...] = (
 )
 _NO_SUCH_MODEL = "'name' names no model served here"
 
+# GET and DELETE /v3/responses/{response_id}: a response kept by the store (store.py), read back
+# through the model it was created as; another key's is the same 404 as an unknown id.
+_STORED_RESPONSE = "/v3/responses/{response_id}"
+_NO_SUCH_RESPONSE = (
+    "'response_id' names no response stored for this API key (never stored, deleted, evicted, "
+    "--responses_store none, or another key's)"
+)
+_STORE_FAULT = "The response store cannot be used now (a disk or database fault, logged on the server); Retry-After"
+
 # The audio routes' JSON answers and stream events (their forms are written below).
 _TRANSCRIPT_ANSWERS = (audio_response.Transcription, audio_response.VerboseTranscription)
 _TRANSCRIPT_EVENTS = ("TranscriptStreamEvent", audio_response.TranscriptTextDelta | audio_response.TranscriptTextDone)
@@ -277,7 +286,7 @@ def _schemas() -> dict[str, Schema]:
         inputs.append((operation.answer.__name__, "serialization", operation.answer.__pydantic_core_schema__))
     for name, events in unions:
         inputs.append((name, "serialization", TypeAdapter(events).core_schema))
-    answers = [read.answer for read in _READS] + [ErrorBody, ErrorResponse, *_TRANSCRIPT_ANSWERS]
+    answers = [read.answer for read in _READS] + [ResponseDeleted, ErrorBody, ErrorResponse, *_TRANSCRIPT_ANSWERS]
     inputs.extend((answer.__name__, "serialization", answer.__pydantic_core_schema__) for answer in answers)
     own, schemas = generate(inputs)
     schemas.update({name: own[name] for name, _ in unions})
@@ -305,7 +314,32 @@ def paths(served: Mapping[str, str]) -> Schema:
     return {
         **{operation.path: {"post": _operation(operation)} for operation in _OPERATIONS},
         **{read.path: {"get": _read_operation(read, names)} for read in _READS},
+        _STORED_RESPONSE: _stored_response_item(),
         **_audio_paths(served),
+    }
+
+
+def _stored_response_item() -> Schema:
+    """GET (the response as created, ``Response``) and DELETE (``ResponseDeleted``) of a stored
+    response; /v1 and the bare path are aliases, as for the POST."""
+    error = json_content(ref(ErrorBody.__name__))
+    errors: Schema = {
+        "404": {"description": _NO_SUCH_RESPONSE, "content": error},
+        "503": {"description": _STORE_FAULT, "content": error},
+    }
+    parameter: Schema = {"name": "response_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    answers = (
+        ("get", "retrieveResponse", "Retrieve a stored response", Response, "The response as it was created"),
+        ("delete", "deleteResponse", "Delete a stored response", ResponseDeleted, "The response is deleted"),
+    )
+    return {
+        method: {
+            "summary": summary,
+            "operationId": operation_id,
+            "parameters": [parameter],
+            "responses": {"200": {"description": description, "content": json_content(ref(answer.__name__))}, **errors},
+        }
+        for method, operation_id, summary, answer, description in answers
     }
 
 
