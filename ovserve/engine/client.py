@@ -48,6 +48,7 @@ from ovserve.engine.messages import (
     RerankResult,
     SequenceOutput,
     Shutdown,
+    SpeechPiece,
     SpeechResult,
     StatsReply,
     StatsRequest,
@@ -78,6 +79,7 @@ _StreamItem = (
     | RerankResult
     | TranscriptDelta
     | TranscribeResult
+    | SpeechPiece
     | SpeechResult
     | BaseException
 )
@@ -306,7 +308,11 @@ class EngineClient:
 
     def _dispatch(self, event: Event) -> None:
         match event:
-            case SequenceOutput(request_id=request_id) | TranscriptDelta(request_id=request_id):
+            case (
+                SequenceOutput(request_id=request_id)
+                | TranscriptDelta(request_id=request_id)
+                | SpeechPiece(request_id=request_id)
+            ):
                 stream = self._streams.get(request_id)
                 if stream is not None:
                     stream.put_nowait(event)
@@ -534,10 +540,41 @@ class EngineClient:
                 self._cancel(request_id)
 
     async def synthesize(self, text: str, voice: str | None, speed: float) -> SpeechResult:
-        """Speech for ``text``, made in the engine process."""
-        event = await self._call(lambda request_id: SynthesizeRequest(request_id, text, voice, speed))
-        assert isinstance(event, SpeechResult)
-        return event
+        """Speech for the whole ``text``, made in the engine process (its pieces joined)."""
+        pieces = [piece async for piece in self.synthesize_pieces(text, voice, speed)]
+        samples = pieces[0].samples if len(pieces) == 1 else np.concatenate([piece.samples for piece in pieces])
+        return SpeechResult(pieces[-1].request_id, samples, pieces[-1].sample_rate)
+
+    async def synthesize_pieces(
+        self, text: str, voice: str | None, speed: float
+    ) -> AsyncGenerator[SpeechPiece | SpeechResult, None]:
+        """Speech for ``text`` piece by piece as the engine makes them (``SynthesizeRequest``), the
+        :class:`SpeechResult` last. A consumer that stops early (disconnect, timeout) cancels the
+        request: the engine drops it before its next piece."""
+        request_id, stream = self._open(lambda request_id: SynthesizeRequest(request_id, text, voice, speed))
+        finished = False
+        try:
+            while True:
+                event = await stream.get()
+                match event:
+                    case SpeechPiece():
+                        yield event
+                    case SpeechResult():
+                        finished = True
+                        yield event
+                        return
+                    case RequestEnded(error=error, message=message):
+                        finished = True
+                        raise _request_error(error, message or "the request was cancelled")
+                    case BaseException():
+                        finished = True
+                        raise event
+                    case _:
+                        finished = True
+                        raise EngineError(f"unexpected engine answer {type(event).__name__}")
+        finally:
+            if not finished:
+                self._cancel(request_id)
 
     async def _call(self, command: Callable[[int], Command]) -> EmbedResult | RerankResult | SpeechResult:
         """One request answered by one result event. A caller that stops waiting (disconnect,

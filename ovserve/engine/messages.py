@@ -150,7 +150,9 @@ class TranscribeRequest:
 @dataclass(frozen=True, slots=True)
 class SynthesizeRequest:
     """Speak ``text`` (a text-to-speech engine) in ``voice`` (None: the model's default speaker);
-    answered by :class:`SpeechResult` or an error :class:`RequestEnded`."""
+    answered, piece by piece in reading order, by a :class:`SpeechPiece` for each piece of the text
+    but the last and :class:`SpeechResult` for the last (or an error :class:`RequestEnded`, which
+    may come after some pieces)."""
 
     request_id: int
     text: str
@@ -267,9 +269,20 @@ class TranscribeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeechPiece:
+    """The speech of one piece of a :class:`SynthesizeRequest`'s text, not the last: float32 mono
+    samples at ``sample_rate``, the pause before it included (played in order, the pieces and the
+    final :class:`SpeechResult` are the whole speech)."""
+
+    request_id: int
+    samples: np.ndarray
+    sample_rate: int
+
+
+@dataclass(frozen=True, slots=True)
 class SpeechResult:
-    """The speech of a :class:`SynthesizeRequest`: float32 mono samples at ``sample_rate``.
-    Ends the request; no RequestEnded follows."""
+    """The speech of a :class:`SynthesizeRequest`'s last (often only) piece: float32 mono samples
+    at ``sample_rate``. Ends the request; no RequestEnded follows."""
 
     request_id: int
     samples: np.ndarray
@@ -300,6 +313,7 @@ Event = (
     | RerankResult
     | TranscriptDelta
     | TranscribeResult
+    | SpeechPiece
     | SpeechResult
     | StatsReply
     | Heartbeat

@@ -1,5 +1,5 @@
 """The one-request-at-a-time engine loop: an embeddings or rerank model (``ovserve.engine.retrieval``)
-or a speech-to-text model (``ovserve.engine.speech``)."""
+or a speech model (``ovserve.engine.speech``): speech to text, or text to speech piece by piece."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ovserve.engine.messages import (
     RerankRequest,
     RerankResult,
     Shutdown,
+    SpeechPiece,
     SpeechResult,
     StatsReply,
     StatsRequest,
@@ -211,14 +212,23 @@ class RetrievalEngineLoop(LoopBase):
                 self._send([Heartbeat(self._stats())])
 
     def _synthesize(self, model: TextToSpeech, request_id: int, text: str, voice: str | None, speed: float) -> None:
-        """One pipeline call (it takes no streamer: a cancel takes effect only before it starts)."""
+        """The text in pieces that fit the model, one pipeline call each, each sent as it is made (the
+        pipeline takes no streamer: a cancel takes effect between pieces)."""
         self._busy = True
         try:
-            if request_id in self._cancelled:
-                self._send([RequestEnded(request_id)])
-                return
-            samples, rate = model.synthesize(text, voice, speed)
-            self._send([SpeechResult(request_id, samples, rate)])
+            pieces = model.split(text)
+            for index, piece in enumerate(pieces):
+                if request_id in self._cancelled:
+                    self._send([RequestEnded(request_id)])
+                    return
+                samples, rate = model.speak_piece(piece, voice, speed, first=index == 0)
+                last = index == len(pieces) - 1
+                self._send(
+                    [SpeechResult(request_id, samples, rate) if last else SpeechPiece(request_id, samples, rate)]
+                )
+                self._beat()
+            if not pieces:  # the server refuses blank input; never leave a request unanswered
+                self._send([SpeechResult(request_id, np.zeros(0, np.float32), 16_000)])
         except UnknownVoiceError as exc:
             self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, f"the model has no voice '{exc}'")])
         except Exception as exc:

@@ -12,6 +12,13 @@ request).
 The pipeline cuts audio longer than 30 s into Whisper windows itself. Language codes are Whisper's
 ``<|xx|>`` tokens; a code the model has no token for is refused before the pipeline runs (the
 pipeline would raise a bare ``Exception``).
+
+:class:`TextToSpeech` never hands the pipeline more tokens than the model has text positions
+(``max_text_positions`` of its config.json, less :data:`TOKEN_MARGIN`; the pipeline fails on a
+shape exception past them): :meth:`TextToSpeech.split` cuts the text into pieces that fit
+(``ovserve.core.speech_text``, counted with the model's own tokenizer), :meth:`TextToSpeech.speak_piece`
+speaks one, its edges faded and, after the first, :data:`PIECE_GAP_S` of silence before it, so the
+pieces played one after the other are the whole speech without clicks at the seams.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ovserve.core.speech_text import split_for_speech
 from ovserve.engine.spec import EngineSpec
 from ovserve.json_types import JsonObject, json_list, json_object
 
@@ -168,6 +176,46 @@ def read_speaker_embedding(path: Path, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(data, dtype=np.float32).reshape(shape).copy()
 
 
+# SpeechT5's encoder, when its config.json does not say (transformers' SpeechT5Config default).
+DEFAULT_TEXT_POSITIONS = 450
+# Tokens kept free below the model's text positions. The count includes the tokenizer's special
+# tokens already (tiny-speecht5, 450 positions: 448 characters are 450 tokens and pass, 449 fail);
+# the margin covers a pipeline that would add one more than the standalone tokenizer does.
+TOKEN_MARGIN = 4
+PIECE_GAP_S = 0.15  # silence between two pieces: a sentence pause, and no click at the seam
+FADE_S = 0.005  # a piece's edges ramp from and to silence over this
+
+
+def text_positions(model_dir: Path) -> int:
+    """``max_text_positions`` of the model's config.json (:data:`DEFAULT_TEXT_POSITIONS` without it)."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return DEFAULT_TEXT_POSITIONS
+    positions = config.get("max_text_positions") if isinstance(config, dict) else None
+    return positions if isinstance(positions, int) and positions > TOKEN_MARGIN else DEFAULT_TEXT_POSITIONS
+
+
+def utf8_tokens(text: str) -> int:
+    """A stand-in count for a model without a tokenizer we can load: no tokenizer makes more tokens
+    than bytes (SpeechT5's makes one a character), plus two special tokens."""
+    return len(text.encode("utf-8")) + 2
+
+
+def faded(samples: np.ndarray, rate: int, gap_before: bool) -> np.ndarray:
+    """``samples`` with both edges ramped over :data:`FADE_S`, after :data:`PIECE_GAP_S` of silence
+    when ``gap_before``."""
+    out = samples.astype(np.float32, copy=True)
+    ramp = min(int(rate * FADE_S), len(out) // 2)
+    if ramp > 0:
+        shape = np.linspace(0.0, 1.0, ramp, endpoint=False, dtype=np.float32)
+        out[:ramp] *= shape
+        out[-ramp:] *= shape[::-1]
+    if not gap_before:
+        return out
+    return np.concatenate([np.zeros(int(rate * PIECE_GAP_S), np.float32), out])
+
+
 class TextToSpeech:
     """A SpeechT5-style ``Text2SpeechPipeline`` and its voices, read and checked at load."""
 
@@ -177,9 +225,23 @@ class TextToSpeech:
         self.pipeline = ov_genai.Text2SpeechPipeline(str(spec.model_path), spec.device, **spec.plugin_config)
         shape = tuple(int(dim) for dim in self.pipeline.get_speaker_embedding_shape())
         self.voices = {name: read_speaker_embedding(path, shape) for name, path in spec.voices.items()}
+        self.max_tokens = text_positions(spec.model_path) - TOKEN_MARGIN
+        self.count_tokens = utf8_tokens
+        if (spec.model_path / "openvino_tokenizer.xml").is_file():
+            try:
+                tokenizer = ov_genai.Tokenizer(str(spec.model_path))
+            except Exception as exc:  # the pipeline loaded it; a failure here costs only piece length
+                log.warning("speech pieces counted in bytes: the tokenizer did not load (%s)", exc)
+            else:
+                self.count_tokens = lambda text: int(tokenizer.encode(text).input_ids.data.shape[-1])
 
-    def synthesize(self, text: str, voice: str | None, speed: float) -> tuple[np.ndarray, int]:
-        """float32 mono samples and their rate."""
+    def split(self, text: str) -> list[str]:
+        """``text`` in pieces of at most :attr:`max_tokens` tokens, in order (none blank)."""
+        return split_for_speech(text, self.max_tokens, self.count_tokens)
+
+    def speak_piece(self, text: str, voice: str | None, speed: float, first: bool) -> tuple[np.ndarray, int]:
+        """float32 mono samples of one piece (from :meth:`split`) and their rate; a piece after the
+        first starts with the pause that separates it from the one before."""
         import openvino as ov
 
         if voice is not None and voice not in self.voices:
@@ -189,8 +251,18 @@ class TextToSpeech:
             result = self.pipeline.generate(text, **properties)
         else:
             result = self.pipeline.generate(text, ov.Tensor(self.voices[voice]), **properties)
-        samples = np.asarray(result.speeches[0].data, dtype=np.float32).reshape(-1).copy()
-        return samples, int(result.output_sample_rate)
+        samples = np.asarray(result.speeches[0].data, dtype=np.float32).reshape(-1)
+        rate = int(result.output_sample_rate)
+        return faded(samples, rate, gap_before=not first), rate
+
+    def synthesize(self, text: str, voice: str | None, speed: float) -> tuple[np.ndarray, int]:
+        """float32 mono samples of the whole ``text`` and their rate (its pieces joined)."""
+        parts = [
+            self.speak_piece(piece, voice, speed, first=index == 0) for index, piece in enumerate(self.split(text))
+        ]
+        if not parts:
+            return np.zeros(0, np.float32), 16_000
+        return np.concatenate([samples for samples, _ in parts]), parts[0][1]
 
 
 def _code(token: str | None) -> str | None:
