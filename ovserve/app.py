@@ -155,7 +155,7 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.CHAT] = ChatEndpoint(chat)
     app[keys.COMPLETIONS] = CompletionEndpoint(CompletionGeneration(models))
     app[keys.RETRIEVAL] = RetrievalService(models)
-    app[keys.AUDIO] = AudioService(models, settings.max_audio_seconds, settings.max_queued_requests)
+    app[keys.AUDIO] = AudioService(models, settings.max_audio_seconds)
     app[keys.SPEECH] = SpeechService(models)
     store = ResponseStore(
         settings.responses_store,

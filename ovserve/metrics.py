@@ -7,7 +7,8 @@ Contract:
 - Request-path metrics are recorded as events happen, through one :class:`RequestRecorder` per
   generation request: time to first token, queue time, inter-token latency, end-to-end latency,
   prompt and generated token counters, and exactly one outcome per request (its
-  ``finish_reason``, or the error type, and the HTTP status).
+  ``finish_reason``, or the error type, and the HTTP status); an audio request's seconds of audio
+  (and characters, for speech) and its real-time factor.
 - Everything else is *read* at scrape time from state the server process already holds: each
   model's admission counts (queue depth), its engine client (ready, in flight, restarts, stalls,
   the engine's last report: KV cache, pipeline requests), the engine process's resident memory
@@ -154,6 +155,11 @@ LOAD_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
 _TOKEN_BUCKETS = (0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5)
 _FIRST_TOKEN_BUCKETS = (0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 _REQUEST_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0, 600.0)
+# Real-time factor (processing seconds per audio second): below 1 is faster than real time; a
+# tiny Whisper on 2 cores is ~0.02-0.1, a loaded server or a large model nears or passes 1.
+_REAL_TIME_FACTOR_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+# The audio operations, one real-time-factor series each.
+AUDIO_OPERATIONS = ("transcribe", "translate", "speech")
 
 
 @dataclass
@@ -215,6 +221,29 @@ class ServerMetrics:
             "Generation requests by outcome (the finish_reason of a completed request, else the error type) "
             "and HTTP status.",
             ["model", "endpoint", "outcome", "status"],
+            registry=self.registry,
+        )
+        self.audio_input_seconds = Counter(
+            "ovserve_audio_input_seconds",
+            "Seconds of audio transcribed or translated (operation: transcribe, translate).",
+            ["model", "operation"],
+            registry=self.registry,
+        )
+        self.speech_characters = Counter(
+            "ovserve_speech_input_characters",
+            "Characters of text synthesized to speech.",
+            model,
+            registry=self.registry,
+        )
+        self.speech_seconds = Counter(
+            "ovserve_speech_output_seconds", "Seconds of speech synthesized.", model, registry=self.registry
+        )
+        self.audio_real_time_factor = Histogram(
+            "ovserve_audio_real_time_factor",
+            "Seconds the engine took per second of audio, by operation (transcribe, translate, speech): "
+            "below 1 is faster than real time.",
+            ["model", "operation"],
+            buckets=_REAL_TIME_FACTOR_BUCKETS,
             registry=self.registry,
         )
         self.auth_failures = Counter(
@@ -297,6 +326,19 @@ class RequestRecorder:
         """A request's prompt tokens looked up in the prefix cache, and how many it served."""
         self._metrics.prefix_cache_queries.labels(model=self.model).inc(prompt_tokens)
         self._metrics.prefix_cache_hits.labels(model=self.model).inc(cached_tokens)
+
+    def audio(self, operation: str, audio_seconds: float, processing_seconds: float, characters: int = 0) -> None:
+        """An audio request's engine work: ``operation`` (one of AUDIO_OPERATIONS) took
+        ``processing_seconds`` for ``audio_seconds`` of audio (read, or made from ``characters``)."""
+        metrics, model = self._metrics, self.model
+        if operation == "speech":
+            metrics.speech_characters.labels(model=model).inc(characters)
+            metrics.speech_seconds.labels(model=model).inc(audio_seconds)
+        else:
+            metrics.audio_input_seconds.labels(model=model, operation=operation).inc(audio_seconds)
+        if audio_seconds > 0:
+            factor = processing_seconds / audio_seconds
+            metrics.audio_real_time_factor.labels(model=model, operation=operation).observe(factor)
 
     def finished(self, outcome: str, status: int) -> None:
         """Once per request; ``outcome`` is a finish_reason or an error type."""

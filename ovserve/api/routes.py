@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -20,6 +21,7 @@ from ovserve.api.auth import is_authorized
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.sse import SSEWriter, dumps
+from ovserve.core.engine_work import admitted, engine_work, leased
 from ovserve.core.job import Job
 from ovserve.dialects.anthropic import response as anthropic
 from ovserve.dialects.body import Body as BodyModel
@@ -56,6 +58,7 @@ from ovserve.errors import (
 )
 from ovserve.json_types import JsonObject
 from ovserve.metrics import RequestRecorder
+from ovserve.models.admission import Ticket
 from ovserve.models.served import ServedModel
 
 log = logging.getLogger(__name__)
@@ -472,32 +475,41 @@ async def _read_form(request: web.Request) -> MultiDictProxy[Any]:
         raise BadRequestError(f"the multipart form cannot be read: {exc}") from None
 
 
+def _deadline(request: web.Request) -> float | None:
+    """The event-loop time by which the request must be answered (``--request_timeout``)."""
+    timeout = request.app[keys.SETTINGS].request_timeout
+    return asyncio.get_running_loop().time() + timeout if timeout is not None else None
+
+
 async def _audio(request: web.Request, task: Literal["transcribe", "translate"]) -> web.StreamResponse:
     """One transcription or translation: the whole text, or (``stream``) its deltas as SSE, within
-    ``--request_timeout``; counted once in ``/metrics``."""
+    ``--request_timeout``; counted once in ``/metrics``. The upload is decoded inside the model's
+    admission, and the model's engine is held (loaded for the request if need be) until the last
+    byte, as for every request."""
     service = request.app[keys.AUDIO]
     timeout = request.app[keys.SETTINGS].request_timeout
+    deadline = _deadline(request)
     recorder = request.app[keys.METRICS].recorder(
         "audio_transcriptions" if task == "transcribe" else "audio_translations"
     )
     try:
         parsed = parse_form(await _read_form(request), task)
-        with service.admitted(parsed.model):
-            job = await service.prepare(parsed)
-            recorder.model = job.model.name
-            seconds = job.audio.seconds
-            if parsed.stream:
-                return await _audio_stream(request, service, job, recorder, timeout)
-            try:
-                async with asyncio.timeout(timeout):
-                    result = None
-                    async for item in service.run(job):
-                        if isinstance(item, TranscribeResult):
-                            result = item
-            except TimeoutError:
-                raise _deadline_error(timeout) from None
-        assert result is not None
-        body, content_type = render_transcript(parsed, result, seconds)
+        model = service.check(parsed)
+        recorder.model = model.name
+        with admitted(model, 0, recorder) as ticket:
+            job = await service.decode(parsed, model)
+            transcript = _Transcript(job, ticket, recorder)
+            async with leased(model, deadline):
+                if parsed.stream:
+                    return await _audio_stream(request, service, transcript, deadline)
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        async for _ in transcript.items(service):
+                            pass
+                except TimeoutError:
+                    raise _deadline_error(timeout) from None
+        assert transcript.result is not None
+        body, content_type = render_transcript(parsed, transcript.result, job.audio.seconds)
     except OvserveError as exc:
         recorder.finished(exc.error_type, exc.status)
         raise
@@ -508,24 +520,44 @@ async def _audio(request: web.Request, task: Literal["transcribe", "translate"])
     return web.Response(text=body, content_type=content_type)
 
 
+class _Transcript:
+    """A transcription's engine work: its items, its first one leaving the admission queue, and
+    its audio metrics recorded once it has finished."""
+
+    def __init__(self, job: AudioJob, ticket: Ticket, recorder: RequestRecorder) -> None:
+        self.job, self._ticket, self.recorder = job, ticket, recorder
+        self.result: TranscribeResult | None = None
+
+    async def items(self, service: AudioService) -> AsyncIterator[str | TranscribeResult]:
+        started = time.perf_counter()
+        async for item in service.run(self.job):
+            self._ticket.started()
+            if isinstance(item, TranscribeResult):
+                self.result = item
+                seconds = self.job.audio.seconds
+                self.recorder.audio(self.job.request.task, seconds, time.perf_counter() - started)
+            yield item
+
+
 async def _audio_stream(
-    request: web.Request, service: AudioService, job: AudioJob, recorder: RequestRecorder, timeout: float | None
+    request: web.Request, service: AudioService, transcript: _Transcript, deadline: float | None
 ) -> web.StreamResponse:
     """``transcript.text.delta`` events as the engine writes text, then ``transcript.text.done``.
     Once the headers are out a failure is an ``error`` event."""
+    recorder, seconds = transcript.recorder, transcript.job.audio.seconds
     writer = SSEWriter(request)
     await writer.open()
     outcome = "stop"
     try:
         try:
-            async with asyncio.timeout(timeout):
-                async for item in service.run(job):
+            async with asyncio.timeout_at(deadline):
+                async for item in transcript.items(service):
                     if isinstance(item, TranscribeResult):
-                        await writer.send(audio_done_event(item.text, job.audio.seconds))
+                        await writer.send(audio_done_event(item.text, seconds))
                     else:
                         await writer.send(audio_delta_event(item))
         except TimeoutError:
-            exc: OvserveError = _deadline_error(timeout)
+            exc: OvserveError = _deadline_error(request.app[keys.SETTINGS].request_timeout)
             outcome = exc.error_type
             await writer.send({"type": "error", "error": exc.body()["error"]})
         except OvserveError as exc:
@@ -541,14 +573,21 @@ async def _audio_stream(
 
 
 async def audio_speech(request: web.Request) -> web.Response:
-    """Text to speech: the whole audio file, within ``--request_timeout``; counted in ``/metrics``."""
+    """Text to speech: the whole audio file, within ``--request_timeout``, the model's engine held
+    (loaded for the request if need be) for the work; counted in ``/metrics``."""
     timeout = request.app[keys.SETTINGS].request_timeout
+    deadline = _deadline(request)
     recorder = request.app[keys.METRICS].recorder("audio_speech")
+    service = request.app[keys.SPEECH]
     try:
         parsed = _parse_body(await read_json_object(request), SpeechRequest)
+        model = service.check(parsed)
+        recorder.model = model.name
         try:
-            async with asyncio.timeout(timeout):
-                data, content_type, rate = await request.app[keys.SPEECH].speak(parsed)
+            async with engine_work(model, 0, recorder, deadline):
+                started = time.perf_counter()
+                speech = await service.speak(parsed, model)
+                recorder.audio("speech", speech.seconds, time.perf_counter() - started, len(parsed.input))
         except TimeoutError:
             raise _deadline_error(timeout) from None
     except OvserveError as exc:
@@ -558,4 +597,6 @@ async def audio_speech(request: web.Request) -> web.Response:
         recorder.finished("disconnected", 499)
         raise
     recorder.finished("stop", 200)
-    return web.Response(body=data, content_type=content_type, headers={"X-Sample-Rate": str(rate)})
+    return web.Response(
+        body=speech.data, content_type=speech.content_type, headers={"X-Sample-Rate": str(speech.sample_rate)}
+    )

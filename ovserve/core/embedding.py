@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ovserve.core.engine_work import engine_work
 from ovserve.errors import BadRequestError, UnsupportedParameterError
 from ovserve.metrics import RequestRecorder
 from ovserve.models.served import ModelRegistry, ServedModel
@@ -66,17 +67,8 @@ async def embed_texts(
             texts, limit=model.context_length, truncate=truncate and settings.truncate, param=param
         )
     prompt_tokens = sum(counts)
-    ticket = model.admission.admit(prompt_tokens)
-    recorder.admitted(prompt_tokens)
-    try:
-        lease = await model.lease(deadline, keep_alive=keep_alive)
-        try:
-            async with asyncio.timeout_at(deadline):
-                vectors = await model.engine.embed(texts)
-        finally:
-            lease.release()
-    finally:
-        ticket.release()
+    async with engine_work(model, prompt_tokens, recorder, deadline, keep_alive=keep_alive) as lease:
+        vectors = await model.engine.embed(texts)
     if dimensions is not None:
         vectors = shorten(model, vectors, dimensions)
     return Embedded(model, vectors, prompt_tokens, lease.waited_ns)

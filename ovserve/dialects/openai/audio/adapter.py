@@ -2,15 +2,16 @@
 
 Contract:
 
-- :meth:`AudioService.prepare` finds the model (a 400 unless it serves speech_to_text), checks the
-  language against the model's own (``lang_to_id`` of its generation_config.json) and word
-  timestamps against its engine (loaded with ``enable_word_timestamps`` or not), and decodes the
-  upload (``ovserve.core.audio``) on a worker thread, at most :data:`DECODE_SLOTS` at a time so
-  that concurrent uploads cannot multiply the decoder's memory; every problem with the audio is a
-  400 naming it.
-- :meth:`AudioService.admitted` bounds the requests of one model between arrival and their last
-  byte to ``--max_queued_requests`` (a 429 beyond): each holds its decoded samples (up to
-  ``--max_audio_seconds`` x 64 kB) while it waits for the one-at-a-time engine.
+- :meth:`AudioService.check` finds the model (a 400 unless it serves speech_to_text; a 503 when it
+  can be neither served nor loaded now), checks the language against the model's own
+  (``lang_to_id`` of its generation_config.json) and word timestamps against its engine (loaded
+  with ``enable_word_timestamps`` or not): before any work.
+- :meth:`AudioService.decode` decodes the upload (``ovserve.core.audio``) on a worker thread, at
+  most :data:`DECODE_SLOTS` at a time so that concurrent uploads cannot multiply the decoder's
+  memory; every problem with the audio is a 400 naming it. The route decodes inside the model's
+  admission (``ovserve.core.engine_work``): at most ``--max_queued_requests`` requests of a model
+  hold their decoded samples (up to ``--max_audio_seconds`` x 64 kB) while they wait for the
+  one-at-a-time engine, a 429 beyond.
 - :meth:`AudioService.run` yields the transcript's text as the engine writes it, then the
   finished :class:`~ovserve.engine.messages.TranscribeResult`. Stopping early cancels the
   request in the engine.
@@ -19,9 +20,8 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from ovserve.core.audio import DecodedAudio, decode_audio
 from ovserve.dialects.openai.audio.request import AudioRequest
 from ovserve.engine.messages import TranscribeRequest, TranscribeResult
 from ovserve.engine.speech import model_languages
-from ovserve.errors import BadRequestError, TooManyRequestsError, UnsupportedParameterError
+from ovserve.errors import BadRequestError, UnsupportedParameterError
 from ovserve.models.served import ModelRegistry, ServedModel
 
 TASK = "speech_to_text"
@@ -59,38 +59,19 @@ def max_new_tokens(model_dir: Path) -> int:
 
 
 class AudioService:
-    def __init__(self, models: ModelRegistry, max_audio_seconds: float, max_queued_requests: int) -> None:
+    def __init__(self, models: ModelRegistry, max_audio_seconds: float) -> None:
         self.models = models
         self.max_audio_seconds = max_audio_seconds
-        self.max_queued_requests = max_queued_requests
-        self._in_flight: dict[str, int] = {}
         self._decodes = asyncio.Semaphore(DECODE_SLOTS)
         self._languages: dict[str, frozenset[str]] = {}
-
-    @contextlib.contextmanager
-    def admitted(self, name: str) -> Iterator[None]:
-        """One request of model ``name`` in flight; a 429 when ``--max_queued_requests`` already are."""
-        count = self._in_flight.get(name, 0)
-        if count >= self.max_queued_requests:
-            raise TooManyRequestsError(
-                f"model '{name}' has {count} audio requests in flight (--max_queued_requests); retry shortly"
-            )
-        self._in_flight[name] = count + 1
-        try:
-            yield
-        finally:
-            remaining = self._in_flight[name] - 1
-            if remaining:
-                self._in_flight[name] = remaining
-            else:
-                del self._in_flight[name]  # names are the client's: keep none at zero
 
     def _model(self, name: str) -> ServedModel:
         model = self.models.get(name)
         model.require_task(TASK)
         return model
 
-    async def prepare(self, request: AudioRequest) -> AudioJob:
+    def check(self, request: AudioRequest) -> ServedModel:
+        """The request's model, once everything that can be refused before work was checked."""
         model = self._model(request.model)
         if request.words and not model.spec.word_timestamps:
             raise UnsupportedParameterError(
@@ -108,8 +89,10 @@ class AudioService:
                     f"{', '.join(sorted(languages))})",
                     param="language",
                 )
-        if not model.engine.ready:
-            raise model.engine.not_ready_error()
+        model.check_available()  # a model unloaded on purpose passes: the request's lease loads it
+        return model
+
+    async def decode(self, request: AudioRequest, model: ServedModel) -> AudioJob:
         async with self._decodes:
             audio = await asyncio.to_thread(decode_audio, request.file, self.max_audio_seconds)
         return AudioJob(request, model, audio, max_new_tokens(model.spec.model_path))

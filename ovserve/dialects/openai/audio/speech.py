@@ -6,21 +6,24 @@ one of the model's voices (its speaker embeddings; OpenAI's ``{"id": ...}`` form
 A voice the model does not have is a 400 listing the ones it has, as in OVMS; ``stream_format``
 "sse" is refused (the pipeline makes the whole waveform in one call; "audio", the whole file, is
 what every answer is). ``instructions`` cannot steer SpeechT5 and is refused rather than ignored.
-:meth:`SpeechService.speak` returns the encoded file, its content type and its sample rate (named in
-the ``X-Sample-Rate`` header); ``pcm`` is raw 16-bit little-endian mono at 24 kHz as OpenAI's
-(resampled from the model's rate: 16 kHz for SpeechT5), the containers keep the model's rate.
+:meth:`SpeechService.check` refuses what can be refused before work; :meth:`SpeechService.speak`
+(the model's engine held by the route) returns the encoded file, its content type, its sample
+rate (named in the ``X-Sample-Rate`` header) and its duration; ``pcm`` is raw 16-bit
+little-endian mono at 24 kHz as OpenAI's (resampled from the model's rate: 16 kHz for SpeechT5),
+the containers keep the model's rate.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ovserve.core.audio import encode_audio
 from ovserve.errors import BadRequestError, UnsupportedParameterError
-from ovserve.models.served import ModelRegistry
+from ovserve.models.served import ModelRegistry, ServedModel
 
 TASK = "text_to_speech"
 MAX_INPUT_CHARS = 4_096
@@ -52,11 +55,22 @@ class SpeechRequest(BaseModel):
         return value
 
 
+@dataclass(frozen=True, slots=True)
+class Speech:
+    """An answer: the encoded file, its content type and sample rate, and how long it plays."""
+
+    data: bytes
+    content_type: str
+    sample_rate: int
+    seconds: float
+
+
 class SpeechService:
     def __init__(self, models: ModelRegistry) -> None:
         self.models = models
 
-    async def speak(self, request: SpeechRequest) -> tuple[bytes, str, int]:
+    def check(self, request: SpeechRequest) -> ServedModel:
+        """The request's model, once everything that can be refused before work was checked."""
         model = self.models.get(request.model)
         model.require_task(TASK)
         if request.instructions:
@@ -74,7 +88,13 @@ class SpeechService:
             raise BadRequestError(
                 f"model '{model.name}' has no voice '{request.voice[:60]}' (it has: {known})", param="voice"
             )
-        if not model.engine.ready:
-            raise model.engine.not_ready_error()
+        model.check_available()  # a model unloaded on purpose passes: the request's lease loads it
+        return model
+
+    async def speak(self, request: SpeechRequest, model: ServedModel) -> Speech:
+        """The speech of ``request`` by ``model`` (checked, its engine held by the caller)."""
         result = await model.engine.synthesize(request.input, request.voice, request.speed)
-        return await asyncio.to_thread(encode_audio, result.samples, result.sample_rate, request.response_format)
+        data, content_type, rate = await asyncio.to_thread(
+            encode_audio, result.samples, result.sample_rate, request.response_format
+        )
+        return Speech(data, content_type, rate, len(result.samples) / result.sample_rate)

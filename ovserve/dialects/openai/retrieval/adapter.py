@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import uuid
-from collections.abc import AsyncIterator
 
 import numpy as np
 
 # The chat endpoint's own message -> template dict conversion, so that /tokenize's "messages"
 # counts exactly the prompt /chat/completions would send.
 from ovserve.core.chat import template_messages
+from ovserve.core.engine_work import engine_work
 from ovserve.dialects.openai.chat.adapter import messages_of
 from ovserve.dialects.openai.retrieval.request import (
     DetokenizeRequest,
@@ -49,26 +48,6 @@ from ovserve.dialects.openai.retrieval.response import (
 from ovserve.errors import BadRequestError
 from ovserve.metrics import RequestRecorder
 from ovserve.models.served import ModelRegistry, ServedModel
-
-
-@contextlib.asynccontextmanager
-async def _engine_work(
-    model: ServedModel, prompt_tokens: int, recorder: RequestRecorder, deadline: float | None
-) -> AsyncIterator[None]:
-    """Admission (429 when the model's queue is full), then the model's engine held (loaded for
-    the request if it was unloaded: a 503 when it cannot be in time), then the work, by
-    ``deadline`` (event-loop time; TimeoutError after it)."""
-    ticket = model.admission.admit(prompt_tokens)
-    recorder.admitted(prompt_tokens)
-    try:
-        lease = await model.lease(deadline)
-        try:
-            async with asyncio.timeout_at(deadline):
-                yield
-        finally:
-            lease.release()
-    finally:
-        ticket.release()
 
 
 def _check_count(model: ServedModel, count: int, what: str, param: str) -> None:
@@ -141,7 +120,7 @@ class RetrievalService:
                 texts, limit=model.context_length, truncate=settings.truncate, param="input"
             )
         prompt_tokens = sum(counts)
-        async with _engine_work(model, prompt_tokens, recorder, deadline):
+        async with engine_work(model, prompt_tokens, recorder, deadline):
             vectors = await model.engine.embed(texts)
         if request.dimensions is not None:
             vectors = self._shorten(model, vectors, request.dimensions)
@@ -186,7 +165,7 @@ class RetrievalService:
             )
             document_tokens = await model.tokenizer.count_each(documents, limit=limit, truncate=True, param="documents")
         prompt_tokens = sum(min(limit, query_tokens + count) for count in document_tokens)
-        async with _engine_work(model, prompt_tokens, recorder, deadline):
+        async with engine_work(model, prompt_tokens, recorder, deadline):
             scores = await model.engine.rerank(request.query, documents)
         # Highest first; equal scores in document order, so the same request always gets the same answer.
         order = sorted(range(len(scores)), key=lambda index: (-scores[index], index))
