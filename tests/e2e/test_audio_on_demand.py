@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.audio_files import make_audio
 from tests.conftest import Server, launch_server
+from tests.deploy.test_monitoring import AUDIO_METRICS, dashboard_exprs, metric_names
 
 WHISPER, SPEAKER = "tiny-whisper", "tiny-speecht5"
 
@@ -96,6 +97,9 @@ def test_audio_metrics_count_seconds_and_real_time_factor(lazy_server: Server, t
     assert transcribed >= 1.0  # at least this test's one-second tone
     assert metrics[("ovserve_speech_input_characters_total", (("model", SPEAKER),))] >= len("metrics count this")
     assert metrics[("ovserve_speech_output_seconds_total", (("model", SPEAKER),))] > 0
+    dashboard = {name for expr in dashboard_exprs() for name in metric_names(expr)}
+    assert dashboard >= AUDIO_METRICS  # the Audio row reads them
+    assert {name for name, _ in metrics} >= AUDIO_METRICS
     for model, operation in ((WHISPER, "transcribe"), (SPEAKER, "speech")):
         labels = (("model", model), ("operation", operation))
         assert metrics[("ovserve_audio_real_time_factor_count", labels)] >= 1
