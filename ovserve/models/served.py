@@ -22,7 +22,7 @@ from ovserve.models.defaults import ModelDefaults
 from ovserve.models.drafting import DraftingStats
 from ovserve.models.residency import Lease, Residency
 from ovserve.models.threads import started_thread
-from ovserve.models.tokenizer import PromptTokenizer
+from ovserve.models.tokenizer import PromptTokenizer, open_tokenizer
 from ovserve.models.vision import VisionModel
 from ovserve.parsers import ModelParsers, choose_parsers
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
@@ -156,11 +156,9 @@ class ServedModel:
     @classmethod
     def load(cls, settings: ModelSettings, server: ServerSettings) -> ServedModel:
         """Read the model directory (blocking: call from a thread at startup)."""
-        import openvino_genai as ov_genai
-
         spec = settings.engine_spec(compile_cache_dir(server))
 
-        tokenizer = ov_genai.Tokenizer(str(spec.model_path))
+        tokenizer = open_tokenizer(spec.model_path)  # its word cache off: clients cannot grow it
         source = tokenizer.chat_template or read_chat_template(spec.model_path)
         template = None
         if source:
