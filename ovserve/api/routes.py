@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any, Literal, Protocol, TypeVar
 
 from aiohttp import web
@@ -21,7 +21,7 @@ from ovserve.api.auth import is_authorized
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.json_body import parse_json_object
 from ovserve.api.sse import SSEWriter, dumps
-from ovserve.core.engine_work import admitted, engine_work, leased
+from ovserve.core.engine_work import admitted, leased
 from ovserve.core.job import Job
 from ovserve.dialects.anthropic import response as anthropic
 from ovserve.dialects.body import Body as BodyModel
@@ -31,7 +31,7 @@ from ovserve.dialects.openai.audio.request import parse_form
 from ovserve.dialects.openai.audio.response import delta_event as audio_delta_event
 from ovserve.dialects.openai.audio.response import done_event as audio_done_event
 from ovserve.dialects.openai.audio.response import render as render_transcript
-from ovserve.dialects.openai.audio.speech import SpeechRequest
+from ovserve.dialects.openai.audio.speech import Speech, SpeechRequest
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
@@ -572,9 +572,10 @@ async def _audio_stream(
     return writer.response
 
 
-async def audio_speech(request: web.Request) -> web.Response:
-    """Text to speech: the whole audio file, within ``--request_timeout``, the model's engine held
-    (loaded for the request if need be) for the work; counted in ``/metrics``."""
+async def audio_speech(request: web.Request) -> web.StreamResponse:
+    """Text to speech within ``--request_timeout``, the model's engine held (loaded for the request
+    if need be) to the last byte; counted in ``/metrics``. ``pcm`` is streamed piece by piece (see
+    :func:`_speech_stream`); the other formats are one whole file."""
     timeout = request.app[keys.SETTINGS].request_timeout
     deadline = _deadline(request)
     recorder = request.app[keys.METRICS].recorder("audio_speech")
@@ -583,20 +584,73 @@ async def audio_speech(request: web.Request) -> web.Response:
         parsed = _parse_body(await read_json_object(request), SpeechRequest)
         model = service.check(parsed)
         recorder.model = model.name
-        try:
-            async with engine_work(model, 0, recorder, deadline):
-                started = time.perf_counter()
-                speech = await service.speak(parsed, model)
-                recorder.audio("speech", speech.seconds, time.perf_counter() - started, len(parsed.input))
-        except TimeoutError:
-            raise _deadline_error(timeout) from None
+        with admitted(model, 0, recorder):
+            async with leased(model, deadline):
+                work = _SpeechWork(recorder, len(parsed.input), timeout)
+                if parsed.response_format == "pcm":
+                    return await _speech_stream(request, service.speak_pcm(parsed, model), work, deadline)
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        speech = await service.speak(parsed, model)
+                except TimeoutError:
+                    raise _deadline_error(timeout) from None
+                work.done(speech.seconds)
     except OvserveError as exc:
         recorder.finished(exc.error_type, exc.status)
         raise
     except asyncio.CancelledError:
         recorder.finished("disconnected", 499)
         raise
-    recorder.finished("stop", 200)
     return web.Response(
         body=speech.data, content_type=speech.content_type, headers={"X-Sample-Rate": str(speech.sample_rate)}
     )
+
+
+class _SpeechWork:
+    """A speech request's metrics: the audio made, over the engine's time since the lease."""
+
+    def __init__(self, recorder: RequestRecorder, characters: int, timeout: float | None) -> None:
+        self.recorder, self.characters, self.timeout = recorder, characters, timeout
+        self.started = time.perf_counter()
+
+    def done(self, seconds: float) -> None:
+        self.recorder.audio("speech", seconds, time.perf_counter() - self.started, self.characters)
+        self.recorder.finished("stop", 200)
+
+
+async def _speech_stream(
+    request: web.Request, pieces: AsyncGenerator[Speech, None], work: _SpeechWork, deadline: float | None
+) -> web.StreamResponse:
+    """Raw ``pcm`` as each piece of the speech is made. The headers wait for the first piece, so a
+    failure before any audio is the usual JSON error; after it, a failure (or the deadline) ends
+    the response without its last chunk, which a client sees as a broken transfer."""
+    async with contextlib.aclosing(pieces):
+        try:
+            async with asyncio.timeout_at(deadline):
+                first = await anext(pieces)
+        except TimeoutError:
+            raise _deadline_error(work.timeout) from None
+        headers = {"Content-Type": first.content_type, "X-Sample-Rate": str(first.sample_rate)}
+        response = web.StreamResponse(headers=headers)
+        await response.prepare(request)
+        seconds = first.seconds
+        try:
+            await response.write(first.data)
+            async with asyncio.timeout_at(deadline):
+                async for piece in pieces:
+                    await response.write(piece.data)
+                    seconds += piece.seconds
+        except (OvserveError, TimeoutError) as exc:
+            error = exc if isinstance(exc, OvserveError) else _deadline_error(work.timeout)
+            log.warning("speech stream failed after its first piece: %s", error.message)
+            work.recorder.finished(error.error_type, 200)
+            if request.transport is not None:
+                request.transport.close()  # no last chunk: the client knows the file is cut short
+            return response
+        except ConnectionResetError:
+            log.info("speech stream: the client disconnected")
+            work.recorder.finished("disconnected", 200)
+            return response
+    await response.write_eof()
+    work.done(seconds)
+    return response

@@ -96,3 +96,15 @@ def test_a_long_wav_is_one_valid_file_of_the_whole_speech(tts_server: Server) ->
     assert abs(seconds - pcm_seconds(speak(tts_server, text(1_000)))) < 0.01
     samples = np.frombuffer(long.content[44:], dtype="<i2")
     assert np.count_nonzero(samples == 0) >= 0.1 * 16_000  # the pauses between pieces are silence
+
+
+def test_pcm_streams_each_piece_as_it_is_made(tts_server: Server) -> None:
+    """pcm goes out as the pieces of a long input are made, and adds up to the joined speech."""
+    payload = {"model": MODEL, "input": text(4_096), "voice": "alloy", "response_format": "pcm"}
+    with httpx.stream("POST", f"{tts_server.url}/v3/audio/speech", json=payload, timeout=120) as response:
+        assert response.status_code == 200
+        # Chunked: written as the pieces come (a whole file has a Content-Length).
+        assert response.headers["transfer-encoding"] == "chunked" and "content-length" not in response.headers
+        streamed = response.read()
+    wav = speak(tts_server, text(4_096), "wav")
+    assert abs(len(streamed) / 2 / PCM_RATE - decode_audio(wav.content, 600).seconds) < 0.02

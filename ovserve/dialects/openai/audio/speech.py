@@ -4,8 +4,9 @@ Contract: :class:`SpeechRequest` validates the JSON body (``input`` 1..4096 char
 0.25..4.0, ``response_format`` mp3|opus|aac|flac|wav|pcm, default mp3 as OpenAI's); ``voice`` names
 one of the model's voices (its speaker embeddings; OpenAI's ``{"id": ...}`` form is accepted too).
 A voice the model does not have is a 400 listing the ones it has, as in OVMS; ``stream_format``
-"sse" is refused (the pipeline makes the whole waveform in one call; "audio", the whole file, is
-what every answer is). ``instructions`` cannot steer SpeechT5 and is refused rather than ignored.
+"sse" is refused (OpenAI's SSE events carry base64 audio deltas no SpeechT5 client asks for);
+``pcm`` is streamed as the engine speaks each piece of a long input (:meth:`SpeechService.speak_pcm`),
+the other formats are one whole file. ``instructions`` cannot steer SpeechT5 and is refused rather than ignored.
 :meth:`SpeechService.check` refuses what can be refused before work; :meth:`SpeechService.speak`
 (the model's engine held by the route) returns the encoded file, its content type, its sample
 rate (named in the ``X-Sample-Rate`` header) and its duration; ``pcm`` is raw 16-bit
@@ -16,6 +17,8 @@ the containers keep the model's rate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -79,7 +82,8 @@ class SpeechService:
             )
         if request.stream_format == "sse":
             raise UnsupportedParameterError(
-                "stream_format 'sse' is not supported: the model makes the whole waveform at once",
+                "stream_format 'sse' is not supported: leave it out or ask for 'audio' (response_format 'pcm' "
+                "streams as the speech is made)",
                 param="stream_format",
             )
         voices = model.spec.voices
@@ -90,6 +94,18 @@ class SpeechService:
             )
         model.check_available()  # a model unloaded on purpose passes: the request's lease loads it
         return model
+
+    async def speak_pcm(self, request: SpeechRequest, model: ServedModel) -> AsyncGenerator[Speech, None]:
+        """``pcm`` speech piece by piece as the engine makes them (each piece resampled on its own:
+        pieces start with a pause and fade at their edges, so their seams are silent). Closing it
+        early cancels the engine request."""
+        pieces = model.engine.synthesize_pieces(request.input, request.voice, request.speed)
+        async with contextlib.aclosing(pieces):
+            async for piece in pieces:
+                data, content_type, rate = await asyncio.to_thread(
+                    encode_audio, piece.samples, piece.sample_rate, "pcm"
+                )
+                yield Speech(data, content_type, rate, len(piece.samples) / piece.sample_rate)
 
     async def speak(self, request: SpeechRequest, model: ServedModel) -> Speech:
         """The speech of ``request`` by ``model`` (checked, its engine held by the caller)."""
