@@ -6,8 +6,8 @@ Contract:
   before any engine work: an input over the model's limit is the client's 400 naming the input and
   both numbers, unless the graph sets ``truncate`` (the pipeline then cuts it at the limit, and it
   counts as that many tokens in ``usage``).
-- Token-id inputs are decoded to text here and embedded as text: the pipeline takes only text.
-  A decode/encode round trip can differ from the ids sent (special tokens are dropped first).
+- Embeddings go through the one embedding path, ``ovserve.core.embedding`` (token-id inputs are
+  decoded to text there: a decode/encode round trip can differ from the ids sent).
 - The pipeline runs in the model's engine process (``EngineClient.embed`` / ``rerank``), which
   splits a request into calls of the model's ``embeddings_batch_size``; nothing here blocks the
   event loop for longer than one bounded tokenizer job.
@@ -26,6 +26,7 @@ import numpy as np
 # The chat endpoint's own message -> template dict conversion, so that /tokenize's "messages"
 # counts exactly the prompt /chat/completions would send.
 from ovserve.core.chat import template_messages
+from ovserve.core.embedding import embed_texts
 from ovserve.core.engine_work import engine_work
 from ovserve.dialects.openai.chat.adapter import messages_of
 from ovserve.dialects.openai.retrieval.request import (
@@ -86,64 +87,22 @@ class RetrievalService:
     async def embed(
         self, request: EmbeddingRequest, recorder: RequestRecorder, deadline: float | None = None
     ) -> EmbeddingResponse:
-        model = self.models.get(request.model)
-        model.require_task("embeddings")
-        recorder.model = model.name
-        model.check_available()
-        settings = model.settings.retrieval
-        inputs = request.inputs
-        _check_count(model, len(inputs), "inputs", "input")
-        if request.dimensions is not None and not settings.matryoshka_embeddings:
-            raise BadRequestError(
-                f"model '{model.name}' does not support 'dimensions' (its graph does not declare "
-                "matryoshka_embeddings)",
-                param="dimensions",
-                code="unsupported_parameter",
-            )
-        async with asyncio.timeout_at(deadline):  # the tokenizer's work counts towards the deadline
-            texts: list[str] = []
-            for index, item in enumerate(inputs):
-                if isinstance(item, str):
-                    texts.append(item)
-                    continue
-                ids = [token for token in item if isinstance(token, int)]  # a token-id list (inputs is one kind)
-                text = await model.tokenizer.decode(ids, skip_special_tokens=True)
-                if not text:
-                    # Only special (or unknown) ids: the pipeline takes text, and an empty text is
-                    # refused as an empty string input is.
-                    raise BadRequestError(
-                        f"input {index}: its token ids decode to an empty text (special or unknown ids only)",
-                        param="input",
-                    )
-                texts.append(text)
-            counts = await model.tokenizer.count_each(
-                texts, limit=model.context_length, truncate=settings.truncate, param="input"
-            )
-        prompt_tokens = sum(counts)
-        async with engine_work(model, prompt_tokens, recorder, deadline):
-            vectors = await model.engine.embed(texts)
-        if request.dimensions is not None:
-            vectors = self._shorten(model, vectors, request.dimensions)
+        done = await embed_texts(
+            self.models,
+            request.model,
+            request.inputs,
+            truncate=True,  # where the model's graph truncates
+            dimensions=request.dimensions,
+            recorder=recorder,
+            deadline=deadline,
+        )
         data = [
             Embedding(object="embedding", index=index, embedding=_encode_vector(vector, request.encoding_format))
-            for index, vector in enumerate(vectors)
+            for index, vector in enumerate(done.vectors)
         ]
-        return EmbeddingResponse(object="list", data=data, model=model.name, usage=PromptUsage.of(prompt_tokens))
-
-    @staticmethod
-    def _shorten(model: ServedModel, vectors: np.ndarray, dimensions: int) -> np.ndarray:
-        """Matryoshka: the first ``dimensions`` values, normalised again when the model normalises."""
-        size = vectors.shape[1]
-        if dimensions > size:
-            raise BadRequestError(
-                f"'dimensions' is {dimensions} but model '{model.name}' makes {size}-dimensional embeddings",
-                param="dimensions",
-            )
-        shortened = vectors[:, :dimensions]
-        if model.settings.retrieval.normalize_embeddings:
-            norms = np.linalg.norm(shortened, axis=1, keepdims=True)
-            shortened = shortened / np.maximum(norms, np.finfo(np.float32).tiny)
-        return shortened
+        return EmbeddingResponse(
+            object="list", data=data, model=done.model.name, usage=PromptUsage.of(done.prompt_tokens)
+        )
 
     # -- rerank ---------------------------------------------------------------------------------
 
