@@ -1,25 +1,42 @@
 #!/usr/bin/env python3
-"""Soak a server: hours of mixed streaming traffic, and does its memory level off?
+"""Soak a server: hours of mixed traffic, and does its memory level off?
 
 Starts ``ovserve serve`` on a free loopback port (or uses ``--url`` of a running server), keeps
-``--clients`` streaming clients busy for ``--minutes`` (or ``--max_requests``), and every
-``--every`` seconds samples from /proc the resident memory of the server process and of each of
-its engine processes (its children), with its anonymous share (the heaps, where a leak or a
-cache grows). Each client draws its next request at random: a chat completion (some continue the
-client's previous conversation, so the prefix cache is hit), a text completion or a Responses
-request, all streamed; prompts of 5 to 700 words, ``max_tokens`` 1 to ``--max_tokens``, half with
-``ignore_eos``, greedy or sampled.
+``--clients`` clients busy for ``--minutes`` (or ``--max_requests``), and every ``--every`` seconds
+samples from /proc the resident memory of the server process and of each of its engine processes
+(its children), with its anonymous share (the heaps, where a leak or a cache grows). Each client
+draws its next request at random among ``--endpoints``:
+
+- ``chat``, ``completions``, ``responses`` (the default), streamed: a chat completion (some continue
+  the client's previous conversation, so the prefix cache is hit), a text completion or a Responses
+  request; prompts of 5 to 700 words, ``max_tokens`` 1 to ``--max_tokens``, half with
+  ``ignore_eos``, greedy or sampled;
+- ``embeddings``: a batch of 1 to 8 random strings, each of a random length up to
+  ``--input_max_chars`` ASCII characters (a token spells at least one such character, so a string
+  of 500 is within a 512-token limit, special tokens included): every (batch, length) input shape
+  keeps turning up, the shapes an engine's JIT kernel caches grow with;
+- ``rerank``: a random query (up to 100 characters) and 1 to 8 random documents, each pair within
+  ``--input_max_chars``;
+- ``transcriptions``: a WAV tone of a random duration (0.3 to ``--audio_max_seconds`` s);
+- ``speech``: words of a random length up to ``--speech_max_chars`` characters, as WAV.
+
+Each endpoint's model is its own flag (``--embeddings_model``...), by default ``--model`` or the
+server's first model; serve several models from a running server (``--url``).
 
 At the end: a table of the samples on stdout, everything as JSON in ``--out``, and a verdict. The
 run fails (exit 1) on any request error (an HTTP error, an error event, a stream that ends
-without its last event), if an engine process was replaced, or if any process's RSS grew more
-than ``--threshold`` percent over the last half of the run (:func:`growth_pct`). Memory that
+without its last event, a retrieval or audio answer of the wrong size), if an engine process was
+replaced, or if any process's RSS grew more than ``--threshold`` percent over the last half of the
+run (:func:`growth_pct`; the last half of its requests with ``--max_requests``, else of its
+time). Memory that
 grows to a bound in the first half (KV cache, JIT kernels, the Responses store) passes; memory
 still growing in the second half does not.
 
     python scripts/soak.py --minutes 60 --out soak.json
     python scripts/soak.py --minutes 20 --server_args "--plugin_config '{\\"CPU_RUNTIME_CACHE_CAPACITY\\": 5000}'"
     python scripts/soak.py --url http://127.0.0.1:8000 --minutes 10   # a running server on this machine
+    python scripts/soak.py --model_path models/tiny-embed --server_args "--task embeddings --pooling MEAN" \\
+        --endpoints embeddings --max_requests 6000 --threshold 5 --every 5   # the embedding engine's bound
 
 Responses requests are sent with ``store: false`` unless ``--store_responses``: the server's
 in-memory store (``--responses_store_max_count`` 10,000 by default) otherwise grows for most of an
@@ -30,17 +47,22 @@ figures come from this machine's /proc.
 from __future__ import annotations
 
 import argparse
+import array
 import asyncio
 import contextlib
 import dataclasses
+import io
 import ipaddress
 import json
+import math
 import os
 import random
 import socket
 import statistics
+import string
 import sys
 import time
+import wave
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -212,6 +234,10 @@ class RequestFailed(Exception):
     pass
 
 
+GENERATION_ENDPOINTS = ("chat", "completions", "responses")
+ENDPOINTS = (*GENERATION_ENDPOINTS, "embeddings", "rerank", "transcriptions", "speech")
+
+
 def _words(rng: random.Random, most: int = 700) -> str:
     # Mostly short prompts, some long ones: every prompt length (and so every shape the engine's
     # kernels see) keeps turning up, the rare ones rarely. 700 words are ~1,400 tokens of the demo
@@ -296,11 +322,98 @@ async def _responses(session: aiohttp.ClientSession, base: str, model: str, body
     return int(last["response"]["usage"]["output_tokens"])
 
 
+def random_string(rng: random.Random, most_chars: int) -> str:
+    """Random lowercase "words" of 1-12 letters, of a random total length (1 to ``most_chars``
+    characters, uniformly: short and long inputs alike)."""
+    length = rng.randint(1, most_chars)
+    words: list[str] = []
+    size = 0
+    while size < length:
+        word = "".join(rng.choices(string.ascii_lowercase, k=min(rng.randint(1, 12), length - size)))
+        words.append(word)
+        size += len(word) + 1
+    return " ".join(words)[:length]
+
+
+def tone_wav(rng: random.Random, most_seconds: float, rate: int = 16_000) -> bytes:
+    """A mono 16-bit WAV: a tone of a random pitch and duration (0.3 s to ``most_seconds``)."""
+    seconds = rng.uniform(0.3, max(0.3, most_seconds))
+    pitch = rng.uniform(150.0, 1500.0)
+    wave_samples = (int(8000 * math.sin(2 * math.pi * pitch * i / rate)) for i in range(int(seconds * rate)))
+    out = io.BytesIO()
+    with wave.open(out, "wb") as file:
+        file.setnchannels(1)
+        file.setsampwidth(2)
+        file.setframerate(rate)
+        file.writeframes(array.array("h", wave_samples).tobytes())
+    return out.getvalue()
+
+
+async def _json(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> Any:
+    async with await _post(session, url, body) as response:
+        return await response.json()
+
+
+async def _embeddings(session: aiohttp.ClientSession, base: str, model: str, texts: list[str]) -> None:
+    answer = await _json(session, f"{base}/v3/embeddings", {"model": model, "input": texts})
+    if len(answer["data"]) != len(texts):
+        raise RequestFailed(f"{len(texts)} inputs, {len(answer['data'])} embeddings")
+
+
+async def _rerank(session: aiohttp.ClientSession, base: str, model: str, query: str, documents: list[str]) -> None:
+    answer = await _json(session, f"{base}/v3/rerank", {"model": model, "query": query, "documents": documents})
+    if len(answer["results"]) != len(documents):
+        raise RequestFailed(f"{len(documents)} documents, {len(answer['results'])} results")
+
+
+async def _transcription(session: aiohttp.ClientSession, base: str, model: str, audio: bytes) -> None:
+    form = aiohttp.FormData()
+    form.add_field("model", model)
+    form.add_field("file", audio, filename="tone.wav", content_type="audio/wav")
+    async with session.post(f"{base}/v3/audio/transcriptions", data=form) as response:
+        if response.status != 200:
+            raise RequestFailed(f"HTTP {response.status}: {(await response.text())[:300]}")
+        answer = await response.json()
+    if not isinstance(answer.get("text"), str):
+        raise RequestFailed(f"no text in {json.dumps(answer)[:300]}")
+
+
+async def _speech(session: aiohttp.ClientSession, base: str, model: str, text: str) -> None:
+    body = {"model": model, "input": text, "response_format": "wav"}
+    async with await _post(session, f"{base}/v3/audio/speech", body) as response:
+        audio = await response.read()
+    if not audio.startswith(b"RIFF"):
+        raise RequestFailed(f"not a WAV answer ({len(audio)} bytes)")
+
+
+async def _retrieval_or_audio(
+    kind: str,
+    session: aiohttp.ClientSession,
+    base: str,
+    models: Mapping[str, str],
+    args: argparse.Namespace,
+    rng: random.Random,
+) -> None:
+    """One retrieval or audio request of random size (see the module docstring)."""
+    most = args.input_max_chars
+    if kind == "embeddings":
+        await _embeddings(session, base, models[kind], [random_string(rng, most) for _ in range(rng.randint(1, 8))])
+    elif kind == "rerank":
+        query = random_string(rng, min(100, most // 2))
+        documents = [random_string(rng, most - len(query) - 1) for _ in range(rng.randint(1, 8))]
+        await _rerank(session, base, models[kind], query, documents)
+    elif kind == "transcriptions":
+        await _transcription(session, base, models[kind], tone_wav(rng, args.audio_max_seconds))
+    else:
+        words = " ".join(rng.choice(_WORDS) for _ in range(args.speech_max_chars // 2))
+        await _speech(session, base, models[kind], words[: rng.randint(1, args.speech_max_chars)].strip() or "hello")
+
+
 async def client(
     number: int,
     session: aiohttp.ClientSession,
     base: str,
-    model: str,
+    models: Mapping[str, str],
     args: argparse.Namespace,
     deadline: float,
     tally: Tally,
@@ -309,13 +422,17 @@ async def client(
     rng = random.Random(args.seed * 1000 + number)
     conversation: list[dict[str, str]] = []
     while time.monotonic() < deadline and sum(tally.requests.values()) < args.max_requests:
-        kind = rng.choice(("chat", "completions", "responses"))
+        kind = rng.choice(args.endpoints)
+        model = models[kind]
         extra: dict[str, Any] = {"max_tokens": rng.randint(1, args.max_tokens), **_sampling(rng)}
         if rng.random() < 0.5:
             extra["ignore_eos"] = True
         tally.requests[kind] += 1
+        tokens = 0
         try:
-            if kind == "chat":
+            if kind not in GENERATION_ENDPOINTS:
+                await _retrieval_or_audio(kind, session, base, models, args, rng)
+            elif kind == "chat":
                 # A quarter continue this client's conversation (prefix-cache hits) while it is short
                 # (~2,400 characters, ~750 tokens): the next turn and its answer still fit a 2k context.
                 if len(conversation) in range(3, 8) and _chars(conversation) < 2400 and rng.random() < 0.25:
@@ -372,24 +489,33 @@ def take_sample(started: float, server_pid: int, tally: Tally) -> Sample:
 
 def table_header(engine_pids: Sequence[int]) -> str:
     engines = "".join(f"  engine {pid} rss/anon MiB" for pid in engine_pids)
-    return f"{'min':>6} {'requests':>9} {'errors':>6} {'tok/s':>7} {'server MiB':>10}{engines}"
+    return f"{'min':>6} {'requests':>9} {'errors':>6} {'req/s':>6} {'tok/s':>7} {'server MiB':>10}{engines}"
 
 
 def table_row(sample: Sample, previous: Sample | None) -> str:
-    tok_s = "-"
+    tok_s = req_s = "-"
     if previous is not None and sample.seconds - previous.seconds >= 5:  # not the short last interval
-        tok_s = f"{(sample.output_tokens - previous.output_tokens) / (sample.seconds - previous.seconds):.0f}"
+        elapsed = sample.seconds - previous.seconds
+        tok_s = f"{(sample.output_tokens - previous.output_tokens) / elapsed:.0f}"
+        req_s = f"{(sample.requests - previous.requests) / elapsed:.1f}"
     engines = "".join(f"  {m.rss:>12.1f} / {m.anon:>6.1f}     " for m in sample.engines.values())
     return (
-        f"{sample.seconds / 60:6.1f} {sample.requests:9d} {sample.errors:6d} {tok_s:>7} {sample.server.rss:10.1f}"
-        f"{engines}"
+        f"{sample.seconds / 60:6.1f} {sample.requests:9d} {sample.errors:6d} {req_s:>6} {tok_s:>7} "
+        f"{sample.server.rss:10.1f}{engines}"
     )
 
 
-def _series(samples: Sequence[Sample], first_engines: Sequence[int]) -> dict[str, list[tuple[float, float]]]:
-    series = {"server": [(s.seconds, s.server.rss) for s in samples]}
+def _series(
+    samples: Sequence[Sample], first_engines: Sequence[int], by_requests: bool = False
+) -> dict[str, list[tuple[float, float]]]:
+    """Each process's ``(x, RSS MiB)``, x the run's seconds or, ``by_requests``, its requests so far."""
+
+    def x(sample: Sample) -> float:
+        return float(sample.requests) if by_requests else sample.seconds
+
+    series = {"server": [(x(s), s.server.rss) for s in samples]}
     for pid in first_engines:
-        series[f"engine {pid}"] = [(s.seconds, s.engines[pid].rss) for s in samples if pid in s.engines]
+        series[f"engine {pid}"] = [(x(s), s.engines[pid].rss) for s in samples if pid in s.engines]
     return series
 
 
@@ -418,18 +544,40 @@ async def _served_model(session: aiohttp.ClientSession, base: str) -> str:
     return str(models[0]["id"])
 
 
+async def _warm_up(session: aiohttp.ClientSession, base: str, kind: str, model: str) -> None:
+    """One small request of ``kind`` alone: a fresh server's first traffic is never concurrent."""
+    if kind in GENERATION_ENDPOINTS:
+        await _completion(session, base, model, "warm up", {"max_tokens": 4})
+    elif kind == "embeddings":
+        await _embeddings(session, base, model, ["warm up"])
+    elif kind == "rerank":
+        await _rerank(session, base, model, "warm", ["up"])
+    elif kind == "transcriptions":
+        await _transcription(session, base, model, tone_wav(random.Random(0), 0.5))
+    else:
+        await _speech(session, base, model, "warm up")
+
+
 async def soak(args: argparse.Namespace, base: str, server_pid: int) -> tuple[list[Sample], Tally, Verdict]:
     tally = Tally()
     timeout = aiohttp.ClientTimeout(total=args.request_timeout)
     connector = aiohttp.TCPConnector(limit=args.clients)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        model = args.model or await _served_model(session, base)
+        default = args.model or await _served_model(session, base)
+        chosen = {
+            "embeddings": args.embeddings_model,
+            "rerank": args.rerank_model,
+            "transcriptions": args.transcription_model,
+            "speech": args.speech_model,
+        }
+        models = {kind: chosen.get(kind) or default for kind in ENDPOINTS}
         # One request alone first: a fresh server's first traffic is never concurrent (feasibility.md).
-        await _completion(session, base, model, "warm up", {"max_tokens": 4})
+        for kind in dict.fromkeys(args.endpoints):
+            await _warm_up(session, base, kind, models[kind])
         started = time.monotonic()
         deadline = started + args.minutes * 60
         clients = [
-            asyncio.create_task(client(n, session, base, model, args, deadline, tally)) for n in range(args.clients)
+            asyncio.create_task(client(n, session, base, models, args, deadline, tally)) for n in range(args.clients)
         ]
         samples = [take_sample(started, server_pid, tally)]
         first_engines = list(samples[0].engines)
@@ -441,7 +589,18 @@ async def soak(args: argparse.Namespace, base: str, server_pid: int) -> tuple[li
             print(table_row(samples[-1], samples[-2]), flush=True)
         await asyncio.gather(*clients)
     replaced = [f"engine {pid}" for pid in first_engines if pid not in samples[-1].engines]
-    return samples, tally, verdict(_series(samples, first_engines), len(tally.errors), args.threshold, replaced)
+    series = _series(samples, first_engines, by_requests=args.max_requests < _NO_REQUEST_LIMIT)
+    return samples, tally, verdict(series, len(tally.errors), args.threshold, replaced)
+
+
+_NO_REQUEST_LIMIT = 1_000_000
+
+
+def _endpoints(text: str) -> tuple[str, ...]:
+    chosen = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not chosen or any(name not in ENDPOINTS for name in chosen):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of {', '.join(ENDPOINTS)}")
+    return chosen
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -454,7 +613,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", help="model name to request (default: the server's first)")
     parser.add_argument("--clients", type=int, default=8, help="concurrent streaming clients")
     parser.add_argument("--minutes", type=float, default=10.0, help="how long the clients send requests")
-    parser.add_argument("--max_requests", type=int, default=1_000_000, help="stop after this many requests")
+    parser.add_argument(
+        "--max_requests",
+        type=int,
+        default=_NO_REQUEST_LIMIT,
+        help="stop after this many requests (growth is then judged over the last half of the requests)",
+    )
+    parser.add_argument(
+        "--endpoints", type=_endpoints, default=GENERATION_ENDPOINTS, help=f"comma-separated, of {', '.join(ENDPOINTS)}"
+    )
+    parser.add_argument("--embeddings_model", help="model for embeddings requests (default: --model)")
+    parser.add_argument("--rerank_model", help="model for rerank requests (default: --model)")
+    parser.add_argument("--transcription_model", help="model for transcriptions requests (default: --model)")
+    parser.add_argument("--speech_model", help="model for speech requests (default: --model)")
+    parser.add_argument(
+        "--input_max_chars", type=int, default=500, help="longest embeddings input or rerank pair, in ASCII characters"
+    )
+    parser.add_argument("--speech_max_chars", type=int, default=400, help="longest speech input, in characters")
+    parser.add_argument("--audio_max_seconds", type=float, default=8.0, help="longest transcribed tone, in seconds")
     parser.add_argument("--every", type=float, default=30.0, help="seconds between memory samples")
     parser.add_argument("--max_tokens", type=int, default=256, help="largest max_tokens a request asks")
     parser.add_argument("--threshold", type=float, default=1.0, help="RSS growth (%%) allowed over the last half")
@@ -488,7 +664,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = samples[-1].seconds
     print(
         f"\n{sum(tally.requests.values())} requests ({dict(tally.requests)}) in {elapsed / 60:.1f} min, "
-        f"{len(tally.errors)} errors, {tally.output_tokens / elapsed:.0f} output tok/s"
+        f"{len(tally.errors)} errors, {sum(tally.requests.values()) / elapsed:.1f} requests/s, "
+        f"{tally.output_tokens / elapsed:.0f} output tok/s"
     )
     for name, value in result.growth.items():
         print(f"{name}: RSS growth over the last half {'n/a' if value is None else f'{value:+.2f}%'}")

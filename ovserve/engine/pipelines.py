@@ -1,12 +1,17 @@
 """Building what an engine process runs: the pipeline of an :class:`EngineSpec` (continuous
 batching -- plain, speculative, prompt lookup --, stateful; embeddings and rerank models come from
-``ovserve.engine.retrieval``), the generation
+``ovserve.engine.retrieval``, speech models from ``ovserve.engine.speech``), the generation
 config of each request, and the measurements taken on a new pipeline before it serves (its KV
 block size, its vocabulary).
+
+Every pipeline, whatever its kind, is built on the CPU with the bounds on the plugin's JIT kernel
+caches (:func:`ovserve.engine.memory.bound_kernel_caches`): the spec handed to the retrieval and
+speech builders carries them in its ``plugin_config``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -129,6 +134,12 @@ def build_pipeline(spec: EngineSpec) -> Any:
 def _build_pipeline(spec: EngineSpec) -> Any:
     import openvino_genai as ov_genai
 
+    # Every kind, not only generation: the CPU plugin's JIT kernel caches would otherwise grow for
+    # hours (ovserve.engine.memory). An embeddings engine compiles kernels for every (batch, length)
+    # input shape it meets: one pass over the 4,080 shapes of batches of 1-8 inputs of 3-512 tokens
+    # took the demo model's engine from 170 to 2,432 MiB without the bounds (docs/operations.md).
+    properties = bound_kernel_caches(spec.device, spec.plugin_config)
+    spec = dataclasses.replace(spec, plugin_config=properties)
     if spec.kind is PipelineKind.SPEECH_TO_TEXT:
         from ovserve.engine.speech import SpeechToText
 
@@ -139,8 +150,7 @@ def _build_pipeline(spec: EngineSpec) -> Any:
         return TextToSpeech(spec)
     if not spec.kind.generates:
         return build_retrieval_model(spec)
-    # The CPU plugin's JIT kernel caches would otherwise grow for hours (ovserve.engine.memory).
-    properties = bound_kernel_caches(spec.device, spec.plugin_config)
+    properties = dict(properties)
     if spec.kind is PipelineKind.STATEFUL:
         return ov_genai.LLMPipeline(str(spec.model_path), spec.device, **properties)
     if spec.kind is PipelineKind.SPECULATIVE:
