@@ -16,7 +16,7 @@ pipeline would raise a bare ``Exception``).
 :class:`TextToSpeech` never hands the pipeline more tokens than the model has text positions
 (``max_text_positions`` of its config.json, less :data:`TOKEN_MARGIN`; the pipeline fails on a
 shape exception past them): :meth:`TextToSpeech.split` cuts the text into pieces that fit
-(``ovserve.core.speech_text``, counted with the model's own tokenizer), :meth:`TextToSpeech.speak_piece`
+(``ovserve.engine.speech_text``, counted with the model's own tokenizer), :meth:`TextToSpeech.speak_piece`
 speaks one, its edges faded and, after the first, :data:`PIECE_GAP_S` of silence before it, so the
 pieces played one after the other are the whole speech without clicks at the seams.
 """
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ovserve.core.speech_text import split_for_speech
+from ovserve.engine.speech_text import split_for_speech
 from ovserve.engine.spec import EngineSpec
 from ovserve.json_types import JsonObject, json_list, json_object
 

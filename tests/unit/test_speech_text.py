@@ -1,4 +1,4 @@
-"""The speech input splitter (``ovserve.core.speech_text``): every piece fits the token budget, none
+"""The speech input splitter (``ovserve.engine.speech_text``): every piece fits the token budget, none
 is blank, nothing is lost or reordered, and cuts fall at sentences, then words, then characters."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ovserve.core.speech_text import split_for_speech
+from ovserve.engine.speech_text import split_for_speech
 
 
 def chars(text: str) -> int:
