@@ -1,5 +1,9 @@
 """Legacy text completions onto the core: a :class:`CompletionRequest` becomes
-:class:`~ovserve.core.completion.Prompts`; the core's steps become ``text_completion`` objects."""
+:class:`~ovserve.core.completion.Prompts`; the core's steps become ``text_completion`` objects.
+
+A stream's commonest step, text added to one choice (not its last step, no logprobs), is encoded
+without building its models (:class:`TextChunks`, byte for byte the models' encoding:
+tests/unit/test_stream_templates.py); every other step goes through the models."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from dataclasses import dataclass
 
 from ovserve.core.completion import CompletionGeneration, CompletionJob, Prompts
 from ovserve.core.job import Logprob
+from ovserve.dialects.body import NUMBER_HOLE, EncodedBody, Template, json_string, text_hole
 from ovserve.dialects.openai.common import ErrorBody, Usage
 from ovserve.dialects.openai.completions.request import CompletionRequest
 from ovserve.dialects.openai.completions.response import Completion, CompletionChoice, CompletionLogprobs
@@ -59,13 +64,17 @@ class CompletionEndpoint:
         ]
         return _completion(job, choices, Usage.of(job.usage))
 
-    async def stream(self, call: CompletionCall) -> AsyncGenerator[Completion, None]:
+    async def stream(self, call: CompletionCall) -> AsyncGenerator[Completion | EncodedBody, None]:
         job = call.job
         sent: dict[int, int] = {}  # characters of each choice sent so far (text_offset)
+        text_chunks = None if job.params.logprobs else TextChunks.of(job)
         async with contextlib.aclosing(job.steps()) as steps:
             async for delta in steps:
                 text = (call.prefix(delta.choice) if delta.first else "") + delta.content
                 if not text and delta.finish_reason is None:
+                    continue
+                if text_chunks is not None and delta.finish_reason is None:
+                    yield text_chunks.chunk(delta.choice, text)
                     continue
                 logprobs = None
                 if job.params.logprobs:
@@ -80,6 +89,26 @@ class CompletionEndpoint:
 
     def failure_event(self, call: CompletionCall, error: OvserveError) -> ErrorBody:
         return ErrorBody.of(error)
+
+
+class TextChunks:
+    """A streamed step that adds text to a choice (not its last step, no logprobs), encoded
+    without its models: :class:`Completion` encodes the chunk once per stream, with holes for the
+    choice's index and text."""
+
+    def __init__(self, template: Template) -> None:
+        self._template = template
+
+    @classmethod
+    def of(cls, job: CompletionJob) -> TextChunks | None:
+        """The stream's text chunks; None if the envelope cannot take holes (a model name
+        holding a hole's marker)."""
+        choice = CompletionChoice(index=NUMBER_HOLE, text=text_hole(0), logprobs=None, finish_reason=None)
+        template = Template.of(_completion(job, [choice], None), NUMBER_HOLE, text_hole(0))
+        return None if template is None else cls(template)
+
+    def chunk(self, choice: int, text: str) -> EncodedBody:
+        return self._template.fill(str(choice), json_string(text))
 
 
 def _completion(job: CompletionJob, choices: list[CompletionChoice], usage: Usage | None) -> Completion:
