@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
+from ovserve.clock import SYSTEM_CLOCK, Clock
 from ovserve.engine.client import EngineState
 from ovserve.errors import (
     ConflictError,
@@ -91,8 +92,10 @@ class ResidencyManager:
         settings: ServerSettings,
         *,
         measure: Callable[[ServedModel], int | None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.models = models
+        self.clock = clock  # the idle timers' and the sampler's (a test's clock moves by hand)
         self.budget = settings.models_memory_budget
         self._lazy_default = settings.lazy_load
         self._idle_default = settings.idle_unload_timeout
@@ -111,10 +114,11 @@ class ResidencyManager:
 
     def adopt(self, model: ServedModel) -> None:
         """Manage ``model`` (before it is started): its policy from its settings and the server's."""
+        model.leases = self
         model.residency = Residency(
-            manager=self,
             estimate_before_measure=static_estimate(model.settings),
             counters=self._counters.setdefault(model.name, ResidencyCounters()),
+            clock=self.clock,
         )
         self.apply_policy(model)
         self._managed[id(model)] = model
@@ -205,7 +209,7 @@ class ResidencyManager:
         residency = model.residency
         residency.counters.loaded(seconds)
         residency.observe(self.measure(model))
-        residency.last_used_at = time.monotonic()  # the idle timer starts now
+        residency.last_used_at = self.clock.monotonic()  # the idle timer starts now
 
     # -- what a request sees ------------------------------------------------------------------
 
@@ -459,7 +463,7 @@ class ResidencyManager:
         """Every :data:`SAMPLE_INTERVAL_S`: each running engine's memory, and the models idle past
         their timeout unloaded."""
         while True:
-            await sleep_to_next_tick(SAMPLE_INTERVAL_S)  # with the other housekeeping (ovserve.ticks)
+            await sleep_to_next_tick(SAMPLE_INTERVAL_S, self.clock)  # with the other housekeeping (ovserve.ticks)
             for model in list(self._managed.values()):
                 if model.engine.ready:
                     model.residency.observe(self.measure(model))

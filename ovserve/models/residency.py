@@ -26,17 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ovserve.clock import SYSTEM_CLOCK, Clock
 from ovserve.metrics import LOAD_BUCKETS
 from ovserve.settings.schema import ModelSettings
-
-if TYPE_CHECKING:
-    from ovserve.models.manager import ResidencyManager
 
 # How often the manager samples the engines' memory and looks for idle models.
 SAMPLE_INTERVAL_S = 0.5
@@ -111,10 +107,8 @@ class ResidencyCounters:
 
 @dataclass
 class Residency:
-    """One model's residency. A model no manager adopted (the fast tests' bare registries) is
-    served as a model loaded at start: :meth:`ServedModel.lease` only checks its engine."""
+    """One model's residency: the state the manager's decisions read and write."""
 
-    manager: ResidencyManager | None = None
     pinned: bool = False
     lazy: bool = False  # unloaded at start: the first request loads it
     idle_timeout: float | None = None  # unload after this long without a request (None: never)
@@ -132,7 +126,7 @@ class Residency:
     load_waiters: int = 0
     active: int = 0  # requests using its engine
     last_used: float | None = None  # wall clock of the last request's start or end
-    last_used_at: float = field(default_factory=time.monotonic)  # the same, for the idle timer
+    last_used_at: float = field(init=False)  # the same on the clock's monotonic scale, for the idle timer
     counters: ResidencyCounters = field(default_factory=ResidencyCounters)
     # The tasks that drive it: a load on demand, an unload, the keep-started loop of a model
     # loaded at start (retries a failing start in the background).
@@ -142,16 +136,18 @@ class Residency:
     placing: bool = False  # its load waits for room in the budget
     # Set while no request uses its engine nor waits for the load under way: what an unload awaits.
     no_active: asyncio.Event = field(default_factory=asyncio.Event)
+    clock: Clock = SYSTEM_CLOCK  # the idle timer's and keep_alive's (ovserve.clock)
 
     def __post_init__(self) -> None:
+        self.last_used_at = self.clock.monotonic()
         self.no_active.set()
 
     def touch(self) -> None:
-        self.last_used = time.time()
-        self.last_used_at = time.monotonic()
+        self.last_used = self.clock.wall()
+        self.last_used_at = self.clock.monotonic()
 
     def idle_for(self) -> float:
-        return time.monotonic() - self.last_used_at
+        return self.clock.monotonic() - self.last_used_at
 
     def unload_after(self) -> float | None:
         """Seconds without a request after which it unloads (None: never): see the module doc."""
@@ -167,7 +163,7 @@ class Residency:
         after = self.unload_after()
         if after is None:
             return None
-        return time.time() + (after if self.busy else max(0.0, after - self.idle_for()))
+        return self.clock.wall() + (after if self.busy else max(0.0, after - self.idle_for()))
 
     @property
     def busy(self) -> bool:

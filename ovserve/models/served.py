@@ -1,4 +1,9 @@
-"""Served models: the engine plus what the server process needs to prepare requests for it."""
+"""Served models: the engine plus what the server process needs to prepare requests for it.
+
+A served model does not decide when its engine runs: it asks its :class:`Leases` (the residency
+manager, ``ovserve.models.manager``, which adopts every model it serves). The protocol is defined
+here, below the manager, so that the model depends on what it asks and not on who answers.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind
-from ovserve.errors import BadRequestError, ContextLengthExceededError, ModelNotFoundError
+from ovserve.errors import (
+    BadRequestError,
+    ContextLengthExceededError,
+    ModelNotFoundError,
+    ServiceUnavailableError,
+)
 from ovserve.json_types import JsonObject
 from ovserve.models.admission import Admission
 from ovserve.models.chat_template import ChatTemplate, TemplateMessage
@@ -35,6 +46,18 @@ log = logging.getLogger(__name__)
 # Conversations shorter than this (characters of message text) render on the event loop: a
 # thread hop would cost more than the rendering.
 _INLINE_RENDER_CHARS = 64 * 1024
+
+
+class Leases(Protocol):
+    """Who holds models' engines for requests and loads them on demand (the residency manager)."""
+
+    def unavailable(self, model: ServedModel) -> ServiceUnavailableError | None:
+        """The 503 a request to ``model`` gets at once; None when it is, or will be, loaded for it."""
+        ...
+
+    async def lease(self, model: ServedModel, deadline: float | None, *, keep_alive: float | None = None) -> Lease:
+        """Hold ``model``'s engine for one request, loaded first if need be (until ``deadline``)."""
+        ...
 
 
 @dataclass
@@ -63,6 +86,9 @@ class ServedModel:
     drafting: DraftingStats = field(default_factory=DraftingStats)  # speculative / prompt lookup only
     # Whether its engine runs, and who holds it (ovserve.models.manager adopts every served model).
     residency: Residency = field(default_factory=Residency)
+    # Who leases its engine to requests; None (a model no manager adopted: the fast tests' bare
+    # registries) serves it as a model loaded at start, whose lease only checks its engine.
+    leases: Leases | None = None
 
     @property
     def name(self) -> str:
@@ -79,9 +105,8 @@ class ServedModel:
     def check_available(self) -> None:
         """The 503 of a request to this model that cannot be served nor loaded for it now (loading
         at start, restarting, a failed load in its backoff); before any work."""
-        manager = self.residency.manager
-        if manager is not None:
-            error = manager.unavailable(self)
+        if self.leases is not None:
+            error = self.leases.unavailable(self)
         else:
             error = None if self.engine.ready else self.engine.not_ready_error()
         if error is not None:
@@ -91,11 +116,10 @@ class ServedModel:
         """Hold this model's engine for one request, loaded (waiting until ``deadline``, event-loop
         time, for a load on demand); release the lease when the request ends. ``keep_alive``: how
         long the model stays loaded after its last request (``ResidencyManager.keep_alive``)."""
-        manager = self.residency.manager
-        if manager is None:  # no residency to keep: served as loaded for the server's life
+        if self.leases is None:  # no residency to keep: served as loaded for the server's life
             self.check_available()
             return Lease(self.residency)
-        return await manager.lease(self, deadline, keep_alive=keep_alive)
+        return await self.leases.lease(self, deadline, keep_alive=keep_alive)
 
     def close(self) -> None:
         """Stop the server-side threads (the config no longer serves this model)."""
