@@ -4,15 +4,19 @@ number, any model name; and an envelope that happens to hold a hole's marker is 
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 from typing import Any
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ovserve.core.job import Delta
 from ovserve.dialects.body import NUMBER_HOLE, Template, json_string, text_hole
 from ovserve.dialects.openai.completions import adapter as completions
 from ovserve.dialects.openai.completions.response import CompletionChoice
+from ovserve.dialects.openai.responses import events as responses_events
 
 TEXTS = st.text(min_size=1)
 NAMES = st.text(min_size=1, max_size=20)
@@ -73,3 +77,85 @@ def test_a_completion_text_step_is_encoded_as_the_model_encodes_it(
         return
     expected = CompletionChoice(index=choice, text=text, logprobs=None, finish_reason=None)
     assert chunks.chunk(choice, text).encode() == completions._completion(job, [expected], None).encode()
+
+
+# -- Responses ----------------------------------------------------------------------------------
+
+
+def _step(content: str = "", reasoning: str = "", **fields: Any) -> Delta:
+    values: dict[str, Any] = {"tool_calls": [], "logprobs": None, "first": False, "finish_reason": None}
+    values.update(fields)
+    return Delta(choice=0, reasoning=reasoning, content=content, calls_before=0, **values)
+
+
+STEPS = st.lists(
+    st.tuples(st.sampled_from(["content", "reasoning", "both", "space"]), st.text(min_size=1, max_size=8)),
+    min_size=1,
+    max_size=12,
+)
+
+
+def _steps(spec: list[tuple[str, str]]) -> list[Delta]:
+    made = []
+    for kind, text in spec:
+        if kind == "both":
+            made.append(_step(content=text, reasoning=text))
+        elif kind == "space":
+            made.append(_step(content=" \n"))
+        else:
+            made.append(_step(**{kind: text}))
+    return made
+
+
+def _ids() -> Any:
+    numbers = itertools.count()
+    return lambda prefix: f"{prefix}_{next(numbers)}"
+
+
+def _responses_stream(steps: list[Delta], fast: bool) -> tuple[list[tuple[str | None, str]], list[Any]]:
+    """The encoded events (and their names) and the output items of ``steps``, with or without the fast path."""
+    items: list[Any] = []
+    builder = responses_events.OutputBuilder(items, itertools.count())
+    encoded: list[tuple[str | None, str]] = []
+    with patch.object(responses_events, "new_id", _ids()):
+        for step in steps:
+            fast_event = builder.text_event(step) if fast else None
+            if fast_event is not None:
+                encoded.append((fast_event.type, fast_event.encode()))
+                continue
+            encoded += [(event.type, event.encode()) for event in builder.push(step)]
+        encoded += [(event.type, event.encode()) for event in builder.finish("completed")]
+    return encoded, [item.encode() for item in items]
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=STEPS)
+def test_a_responses_stream_is_the_models_stream(spec: list[tuple[str, str]]) -> None:
+    steps = _steps(spec)
+    assert _responses_stream(steps, fast=True) == _responses_stream(steps, fast=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TEXTS, reasoning=st.booleans(), before=st.integers(min_value=0, max_value=50))
+def test_a_responses_text_step_is_encoded_as_the_model_encodes_it(text: str, reasoning: bool, before: int) -> None:
+    items: list[Any] = []
+    builder = responses_events.OutputBuilder(items, itertools.count(before))
+    opening = _step(reasoning="hm") if reasoning else _step(content="Hi")
+    builder.push(opening)
+    event = builder.text_event(_step(reasoning=text) if reasoning else _step(content=text))
+    assert event is not None
+    item = items[-1]
+    expected = responses_events._delta_event(item, len(items) - 1, before + 3, text)
+    assert (event.type, event.encode()) == (expected.type, expected.encode())
+    assert item.content[0].text == opening.reasoning + opening.content + text
+
+
+def test_responses_leave_every_other_step_to_the_models() -> None:
+    builder = responses_events.OutputBuilder([], itertools.count())
+    assert builder.text_event(_step(content="Hi")) is None  # no item open yet
+    builder.push(_step(reasoning="hm"))
+    assert builder.text_event(_step(content="Hi")) is None  # the message is not the open item
+    assert builder.text_event(_step(reasoning="a", content="b")) is None
+    call = SimpleNamespace(id="c", name="f")  # any call: the step is the models' whatever its shape
+    assert builder.text_event(_step(reasoning="a", tool_calls=[call])) is None
+    assert builder.text_event(_step(reasoning=AWKWARD)) is not None

@@ -56,6 +56,7 @@ from ovserve.core.conversation import (
     ToolCall,
     ToolChoice,
 )
+from ovserve.dialects.body import EncodedBody
 from ovserve.dialects.openai.request import ConstStringFormat, JSONObjectFormat
 from ovserve.dialects.openai.request import RegexFormat as RegexRequestFormat
 from ovserve.dialects.openai.responses.events import OutputBuilder, new_id
@@ -308,13 +309,17 @@ class ResponsesEndpoint:
 
     # -- stream ---------------------------------------------------------------------------
 
-    async def stream(self, call: ResponsesCall) -> AsyncGenerator[ResponseStreamEvent, None]:
+    async def stream(self, call: ResponsesCall) -> AsyncGenerator[ResponseStreamEvent | EncodedBody, None]:
         started = self.response_object(call, "in_progress")
         yield ResponseCreatedEvent(type="response.created", sequence_number=next(call.numbers), response=started)
         yield ResponseInProgressEvent(type="response.in_progress", sequence_number=next(call.numbers), response=started)
         builder = OutputBuilder(call.output, call.numbers)
         async with contextlib.aclosing(call.job.steps()) as steps:
             async for step in steps:
+                # A step that only adds text (nearly every token) is one event encoded without its model.
+                if (encoded := builder.text_event(step)) is not None:
+                    yield encoded
+                    continue
                 for event in builder.push(step):
                     yield event
         status = _status(call)

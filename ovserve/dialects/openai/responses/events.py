@@ -1,7 +1,10 @@
 """Output items from the core's parsed steps, and the Responses stream events that build them.
 
 One :class:`OutputBuilder` per response: the unary answer and the stream use the same builder,
-so a stream and a unary response of the same generation have the same items.
+so a stream and a unary response of the same generation have the same items. A stream's
+commonest step, text added to the open item, is encoded without building its event
+(:meth:`OutputBuilder.text_event`, byte for byte the model's encoding:
+tests/unit/test_stream_templates.py).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 
 from ovserve.core.job import Delta
+from ovserve.dialects.body import NUMBER_HOLE, EncodedBody, Template, json_string, text_hole
 from ovserve.dialects.openai.responses.response import (
     ItemStatus,
     OutputFunctionCall,
@@ -57,6 +61,23 @@ class OutputBuilder:
         self._numbers = numbers
         self._open: TextItem | None = None
         self._held = ""  # whitespace not yet known to start a message
+        self._deltas: Template | None = None  # the open item's delta event, with holes (text_event)
+
+    def text_event(self, step: Delta) -> EncodedBody | None:
+        """The event of a step that only adds text to the open item, encoded without building it
+        (the item's delta event was encoded once, with holes for its number and text); None for
+        every other step, which :meth:`push` takes."""
+        item = self._open
+        if self._deltas is None or step.tool_calls:
+            return None
+        if step.content and not step.reasoning and isinstance(item, OutputMessage):
+            text = step.content
+        elif step.reasoning and not step.content and isinstance(item, OutputReasoning):
+            text = step.reasoning
+        else:
+            return None
+        item.content[0].text += text
+        return self._deltas.fill(str(self._number()), json_string(text))
 
     def push(self, step: Delta) -> list[ResponseStreamEvent]:
         events: list[ResponseStreamEvent] = []
@@ -99,21 +120,7 @@ class OutputBuilder:
         if not text:  # an empty message (the model said nothing): no delta to send
             return events
         item.content[0].text += text
-        index = len(self.items) - 1
-        if isinstance(item, OutputMessage):
-            events.append(
-                ResponseTextDeltaEvent(
-                    type="response.output_text.delta", sequence_number=self._number(),
-                    item_id=item.id, output_index=index, content_index=0, delta=text, logprobs=(),
-                )
-            )  # fmt: skip
-        else:
-            events.append(
-                ResponseReasoningTextDeltaEvent(
-                    type="response.reasoning_text.delta", sequence_number=self._number(),
-                    item_id=item.id, output_index=index, content_index=0, delta=text,
-                )
-            )  # fmt: skip
+        events.append(_delta_event(item, len(self.items) - 1, self._number(), text))
         return events
 
     def _start(self, kind: type[TextItem]) -> list[ResponseStreamEvent]:
@@ -131,6 +138,7 @@ class OutputBuilder:
         self.items.append(item)
         self._open = item
         index = len(self.items) - 1
+        self._deltas = Template.of(_delta_event(item, index, NUMBER_HOLE, text_hole(0)), NUMBER_HOLE, text_hole(0))
         return [
             ResponseOutputItemAddedEvent(
                 type="response.output_item.added", sequence_number=self._number(),
@@ -146,7 +154,7 @@ class OutputBuilder:
         item = self._open
         if item is None:
             return []
-        self._open = None
+        self._open = self._deltas = None
         item.status = status
         index = len(self.items) - 1
         part = item.content[0]
@@ -200,3 +208,16 @@ class OutputBuilder:
                 type="response.output_item.done", sequence_number=self._number(), output_index=index, item=item
             ),
         ]  # fmt: skip
+
+
+def _delta_event(item: TextItem, index: int, number: int, text: str) -> ResponseStreamEvent:
+    """The event adding ``text`` to the open item at ``index``."""
+    if isinstance(item, OutputMessage):
+        return ResponseTextDeltaEvent(
+            type="response.output_text.delta", sequence_number=number,
+            item_id=item.id, output_index=index, content_index=0, delta=text, logprobs=(),
+        )  # fmt: skip
+    return ResponseReasoningTextDeltaEvent(
+        type="response.reasoning_text.delta", sequence_number=number,
+        item_id=item.id, output_index=index, content_index=0, delta=text,
+    )  # fmt: skip
