@@ -14,6 +14,7 @@ from ovserve.api import keys, table
 from ovserve.api.auth import ApiKeys, FailedAuthentications, auth_middleware
 from ovserve.api.drain import Drain
 from ovserve.api.routes import request_dialect
+from ovserve.clock import SYSTEM_CLOCK, Clock
 from ovserve.core.chat import ChatGeneration
 from ovserve.core.completion import CompletionGeneration
 from ovserve.core.media import MediaResolver
@@ -128,9 +129,11 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _status_response(request, 500, "internal server error; see the server log", code="internal_error")
 
 
-def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKeys | None = None) -> web.Application:
+def create_app(
+    settings: ServerSettings, models: ModelRegistry, api_keys: ApiKeys | None = None, *, clock: Clock = SYSTEM_CLOCK
+) -> web.Application:
     """The application; ``api_keys`` defaults to the settings' keys (the CLI passes its own, to
-    reload them on SIGHUP)."""
+    reload them on SIGHUP); ``clock`` drives its timers (``ovserve.clock``: tests move their own)."""
     api_keys = api_keys if api_keys is not None else ApiKeys(settings.api_key, settings.api_key_file)
     drain = Drain()
     metrics = ServerMetrics()
@@ -165,8 +168,8 @@ def create_app(settings: ServerSettings, models: ModelRegistry, api_keys: ApiKey
     app[keys.RESPONSES] = ResponsesEndpoint(chat, store)
     app[keys.OLLAMA] = OllamaEndpoint(models, chat, CompletionGeneration(models))
     app[keys.MESSAGES] = MessagesEndpoint(chat)
-    app[keys.LOOP_LAG] = LoopLagMonitor()
-    residency = ResidencyManager(models, settings)
+    app[keys.LOOP_LAG] = LoopLagMonitor(clock=clock)
+    residency = ResidencyManager(models, settings, clock=clock)
     app[keys.RESIDENCY] = residency
     if settings.config_path is not None:
         app[keys.CONFIG_RELOADER] = ConfigReloader(settings, models, residency)

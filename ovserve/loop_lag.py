@@ -6,9 +6,9 @@ A task sleeps for a fixed interval and records the overshoot into bucket counts 
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 
+from ovserve.clock import SYSTEM_CLOCK, Clock
 from ovserve.ticks import sleep_to_next_tick
 
 # Upper bounds in seconds; the last bucket (+Inf) is implicit.
@@ -23,8 +23,9 @@ PROBE_INTERVAL_S = 0.1
 
 
 class LoopLagMonitor:
-    def __init__(self, interval: float = PROBE_INTERVAL_S) -> None:
+    def __init__(self, interval: float = PROBE_INTERVAL_S, clock: Clock = SYSTEM_CLOCK) -> None:
         self.interval = interval
+        self.clock = clock
         self.counts = [0] * (len(BUCKETS) + 1)
         self.total = 0.0
         self.samples = 0
@@ -35,8 +36,7 @@ class LoopLagMonitor:
         self.samples += 1
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             # On the housekeeping grid (ovserve.ticks): the other periodic tasks wake with it.
-            tick = await sleep_to_next_tick(self.interval)
-            self.record(max(0.0, loop.time() - tick))
+            tick = await sleep_to_next_tick(self.interval, self.clock)
+            self.record(max(0.0, self.clock.monotonic() - tick))

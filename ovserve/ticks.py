@@ -15,8 +15,9 @@ time it takes.
 
 from __future__ import annotations
 
-import asyncio
 import math
+
+from ovserve.clock import SYSTEM_CLOCK, Clock
 
 
 def next_tick(now: float, interval: float) -> float:
@@ -24,22 +25,12 @@ def next_tick(now: float, interval: float) -> float:
     return (math.floor(now / interval) + 1) * interval
 
 
-async def sleep_to_next_tick(interval: float) -> float:
-    """Sleep until the next multiple of ``interval`` on the loop's clock; that tick's time.
+async def sleep_to_next_tick(interval: float, clock: Clock = SYSTEM_CLOCK) -> float:
+    """Sleep until the next multiple of ``interval`` on ``clock`` (by default the loop's); that
+    tick's time.
 
     An absolute deadline (``call_at``), not a delay: two tasks that compute the same tick are
     due at the same instant and run in one round of the loop."""
-    loop = asyncio.get_running_loop()
-    tick = next_tick(loop.time(), interval)
-    woken = loop.create_future()
-    handle = loop.call_at(tick, _wake, woken)
-    try:
-        await woken
-    finally:
-        handle.cancel()  # cancelled while asleep: the timer must not outlive the task
+    tick = next_tick(clock.monotonic(), interval)
+    await clock.sleep_until(tick)
     return tick
-
-
-def _wake(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)

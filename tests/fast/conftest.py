@@ -23,7 +23,8 @@ import pytest
 
 from ovserve.api import keys
 from ovserve.app import create_app
-from ovserve.models.served import ModelRegistry
+from ovserve.clock import SYSTEM_CLOCK, Clock, ManualClock
+from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.settings.schema import ServerSettings
 from tests.fast.harness import FastModel, Served
 
@@ -43,14 +44,24 @@ ServeFactory = Callable[..., Awaitable[Served]]
 @pytest.fixture
 async def serve(aiohttp_client: Any) -> AsyncIterator[ServeFactory]:
     """``await serve(fast_model(...), ...)``: the app on those models; waits for the engines unless
-    ``wait=False``; keyword arguments are server settings."""
+    ``wait=False``; its timers (idle unloads, keep_alive) run on ``clock`` (the fixture
+    :func:`clock` moves by hand); ``measure`` replaces the manager's reader of an engine's memory
+    (scripted engines have no process); other keyword arguments are server settings."""
     made: list[FastModel] = []
 
-    async def start(*models: FastModel, wait: bool = True, **settings_fields: Any) -> Served:
+    async def start(
+        *models: FastModel,
+        wait: bool = True,
+        clock: Clock = SYSTEM_CLOCK,
+        measure: Callable[[ServedModel], int | None] | None = None,
+        **settings_fields: Any,
+    ) -> Served:
         made.extend(models)
         # model_construct: the model settings point at no model directory.
         settings = ServerSettings.model_construct(models=[fast.model.settings for fast in models], **settings_fields)
-        app = create_app(settings, ModelRegistry([fast.model for fast in models]))
+        app = create_app(settings, ModelRegistry([fast.model for fast in models]), clock=clock)
+        if measure is not None:  # before any engine starts: a load measures its engine at once
+            app[keys.RESIDENCY].measure = measure
         client = await aiohttp_client(app)
         if wait:
             for task in app[keys.ENGINE_LOADS]:
@@ -60,6 +71,13 @@ async def serve(aiohttp_client: Any) -> AsyncIterator[ServeFactory]:
     yield start
     for fast in made:
         fast.model.tokenizer.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A clock the test moves (``await clock.advance(seconds)``) instead of sleeping: pass it to
+    ``serve(..., clock=clock)``."""
+    return ManualClock()
 
 
 @pytest.fixture

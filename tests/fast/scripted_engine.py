@@ -89,6 +89,19 @@ def reply(*pieces: str, finish: str = "stop", tokens: int = 1) -> Script:
     return script
 
 
+def held_reply(pieces: int, release: threading.Event, piece: str = "word ") -> Script:
+    """A script: a stream of ``pieces`` pieces that stays in flight after its first until the test
+    sets ``release`` (a stream that lasts as long as the test needs, without a fixed sleep)."""
+
+    def script(add: AddRequest) -> Iterator[Step]:
+        for position in range(pieces):
+            if position == 1 and not release.wait(timeout=60):
+                raise TimeoutError("held_reply: the test never released the stream")
+            yield [output(add, piece, finish="stop" if position == pieces - 1 else None)]
+
+    return script
+
+
 def embedding(text: str) -> list[float]:
     """The scripted engine's embedding of ``text``: a unit vector that depends on its length."""
     angle = len(text) / 10

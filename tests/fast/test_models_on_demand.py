@@ -6,22 +6,21 @@ real engine processes is ``tests/e2e/test_models_on_demand.py``."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ovserve.api import keys
-from ovserve.app import create_app
+from ovserve.clock import ManualClock
 from ovserve.engine.client import EngineState
-from ovserve.engine.messages import AddRequest
 from ovserve.engine.spec import SchedulerSettings
-from ovserve.models.served import ModelRegistry
-from ovserve.settings.schema import ServerSettings
 from tests.fast.harness import FastModel, Served, eventually, fast_model, parse_sse
-from tests.fast.scripted_engine import Step, output
+from tests.fast.scripted_engine import held_reply
 
 MIB = 1 << 20
 # What every scripted engine "holds" once running (the manager's memory reader is replaced).
@@ -34,37 +33,15 @@ def on(fast: FastModel, **options: Any) -> FastModel:
     return fast
 
 
-def slow_reply(pieces: int, delay_s: float = 0.02) -> Callable[[AddRequest], Iterator[Step]]:
-    """A script whose steps each take ``delay_s``: a stream that lasts a while."""
-
-    def script(add: AddRequest) -> Iterator[Step]:
-        for position in range(pieces):
-            time.sleep(delay_s)
-            yield [output(add, "word ", finish="stop" if position == pieces - 1 else None)]
-
-    return script
-
-
 Start = Callable[..., Awaitable[Served]]
 
 
 @pytest.fixture
-async def serve_on_demand(aiohttp_client: Any) -> AsyncIterator[Start]:
-    made: list[FastModel] = []
-
-    async def start(*models: FastModel, **settings_fields: Any) -> Served:
-        made.extend(models)
-        settings = ServerSettings.model_construct(models=[fast.model.settings for fast in models], **settings_fields)
-        app = create_app(settings, ModelRegistry([fast.model for fast in models]))
-        app[keys.RESIDENCY].measure = lambda model: ENGINE_BYTES if model.engine.running_pid is not None else None
-        client = await aiohttp_client(app)
-        for task in app[keys.ENGINE_LOADS]:
-            await task
-        return Served(client, list(models))
-
-    yield start
-    for fast in made:
-        fast.model.tokenizer.close()
+def serve_on_demand(serve: Start) -> Start:
+    """``serve``, where every running engine holds :data:`ENGINE_BYTES`."""
+    return functools.partial(
+        serve, measure=lambda model: ENGINE_BYTES if model.engine.running_pid is not None else None
+    )
 
 
 def chat(name: str, **extra: Any) -> dict[str, Any]:
@@ -193,10 +170,15 @@ async def test_a_failed_load_is_a_503_with_its_reason_and_is_retried_by_a_later_
     assert len(lazy.launcher.launched) == 2
 
 
-async def test_an_idle_model_unloads_and_the_next_request_loads_it_again(serve_on_demand: Start) -> None:
+async def test_an_idle_model_unloads_and_the_next_request_loads_it_again(
+    serve_on_demand: Start, clock: ManualClock
+) -> None:
     model = fast_model(name="m")
-    served = await serve_on_demand(model, idle_unload_timeout=0.3)
+    served = await serve_on_demand(model, clock=clock, idle_unload_timeout=30)
     (first,) = model.launcher.launched  # loaded at start: no lazy_load
+    await clock.advance(29)
+    assert first.is_alive()  # not idle long enough
+    await clock.advance(1.5)  # past the idle timeout, and the sampler's next tick
     await eventually(lambda: not first.is_alive(), timeout=5)
     assert model.model.engine.state is EngineState.UNLOADED
     assert await state_of(served, "m") == "unloaded"
@@ -253,7 +235,7 @@ async def test_with_nothing_to_evict_a_request_waits_then_gets_model_capacity_ex
     pinned = on(fast_model(name="pinned"), pinned=True)
     busy, waiting = fast_model(name="busy"), fast_model(name="waiting")
     served = await serve_on_demand(
-        pinned, busy, waiting, lazy_load=True, models_memory_budget=400 * MIB, request_timeout=1.0
+        pinned, busy, waiting, lazy_load=True, models_memory_budget=400 * MIB, request_timeout=0.3
     )
     lease = await busy.model.lease(None)  # as a request in flight would
     started = time.monotonic()
@@ -262,7 +244,7 @@ async def test_with_nothing_to_evict_a_request_waits_then_gets_model_capacity_ex
         assert response.headers["Retry-After"] == "5"
         error = (await response.json())["error"]
     assert error["code"] == "model_capacity_exceeded"
-    assert time.monotonic() - started >= 0.9  # it waited for room until its deadline
+    assert time.monotonic() - started >= 0.25  # it waited for room until its deadline
     assert waiting.launcher.launched == []
     # Once the busy model is idle, it is the one evicted.
     lease.release()
@@ -273,7 +255,8 @@ async def test_with_nothing_to_evict_a_request_waits_then_gets_model_capacity_ex
 async def test_an_unload_waits_for_the_stream_in_flight_and_a_request_meanwhile_reloads(
     serve_on_demand: Start,
 ) -> None:
-    model = fast_model(slow_reply(40), name="m")
+    release = threading.Event()
+    model = fast_model(held_reply(40, release), name="m")
     served = await serve_on_demand(model)
     stream = asyncio.create_task(served.post("/v3/chat/completions", chat("m", stream=True)))
     await eventually(lambda: model.model.engine.inflight == 1)
@@ -282,6 +265,7 @@ async def test_an_unload_waits_for_the_stream_in_flight_and_a_request_meanwhile_
     await eventually(lambda: model.model.residency.unload_task is not None)
     assert await state_of(served, "m") == "unloading"
     later = asyncio.create_task(served.post("/v3/chat/completions", chat("m")))
+    release.set()
     status, events = await stream
     assert status == 200
     assert events[-1] == "[DONE]" and not any("error" in event for event in events[:-1])

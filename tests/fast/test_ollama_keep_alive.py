@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import ollama
@@ -16,9 +16,8 @@ import pytest
 
 from ovserve.api import keys
 from ovserve.engine.client import EngineState
-from ovserve.engine.messages import AddRequest
 from tests.fast.harness import MODEL, FastModel, Served, eventually, fast_model
-from tests.fast.scripted_engine import Step, output
+from tests.fast.scripted_engine import held_reply
 
 ASK = [{"role": "user", "content": "Hi"}]
 ENGINE_BYTES = 100 << 20  # what a running scripted engine "holds" (the memory reader is replaced)
@@ -28,8 +27,7 @@ Serve = Callable[..., Awaitable[Served]]
 
 
 async def started(serve: Serve, *models: FastModel, **settings: Any) -> tuple[Served, ollama.AsyncClient]:
-    served = await serve(*models, **settings)
-    served.client.app[keys.RESIDENCY].measure = lambda model: ENGINE_BYTES if model.engine.ready else None
+    served = await serve(*models, measure=lambda model: ENGINE_BYTES if model.engine.ready else None, **settings)
     return served, ollama.AsyncClient(host=str(served.client.make_url("")).rstrip("/"))
 
 
@@ -41,17 +39,6 @@ async def running(client: ollama.AsyncClient) -> dict[str, Any]:
 def pinned(fast: FastModel) -> FastModel:
     fast.model.settings = fast.model.settings.model_copy(update={"pinned": True})
     return fast
-
-
-def slow_reply(pieces: int, delay_s: float = 0.02) -> Callable[[AddRequest], Iterator[Step]]:
-    """A script whose steps each take ``delay_s``: a stream that lasts a while."""
-
-    def script(add: AddRequest) -> Iterator[Step]:
-        for position in range(pieces):
-            time.sleep(delay_s)
-            yield [output(add, "word ", finish="stop" if position == pieces - 1 else None)]
-
-    return script
 
 
 async def collect(lines: AsyncIterator[Any]) -> list[Any]:
@@ -117,60 +104,61 @@ async def test_load_duration_is_the_wait_for_the_models_load(serve) -> None:
         assert answer.total_duration >= answer.load_duration + answer.prompt_eval_duration + answer.eval_duration
 
 
-async def test_a_keep_alive_duration_shows_in_ps_and_unloads_the_model_once_it_ran_out(serve) -> None:
+async def test_a_keep_alive_duration_shows_in_ps_and_unloads_the_model_once_it_ran_out(serve, clock) -> None:
     fast = fast_model()
-    served, client = await started(serve, fast)
-    before = time.time()
+    served, client = await started(serve, fast, clock=clock)
     await client.generate(model=MODEL, prompt="Hi", keep_alive="1s", stream=False)
     listed = (await running(client))[MODEL]
-    after = time.time()
-    expires = listed.expires_at.timestamp()
-    assert before + 1 - 0.05 <= expires <= after + 1 + 0.05  # the request's end plus one second
+    assert listed.expires_at.timestamp() == pytest.approx(clock.wall() + 1)  # the request's end plus one second
     assert listed.size == ENGINE_BYTES and listed.size_vram == 0
+    await clock.advance(0.9)  # past a sampler tick, not past its keep_alive
+    assert fast.model.engine.ready and await unloads(served, "keep_alive") == 0
+    await clock.advance(0.6)  # past it, and the next tick
     await unloaded(served, "keep_alive", 1)
-    assert time.time() >= expires - 0.05  # not before its keep_alive ran out
     assert await running(client) == {}
 
 
-async def test_a_negative_keep_alive_outlasts_the_idle_timeout_until_the_model_unloads(serve) -> None:
+async def test_a_negative_keep_alive_outlasts_the_idle_timeout_until_the_model_unloads(serve, clock) -> None:
     fast = fast_model()
-    served, client = await started(serve, fast, idle_unload_timeout=0.3)
+    served, client = await started(serve, fast, clock=clock, idle_unload_timeout=0.3)
     await client.generate(model=MODEL, prompt="Hi", keep_alive=-1, stream=False)
     assert (await running(client))[MODEL].expires_at.year == NEVER_YEAR
     await client.generate(model=MODEL, prompt="Hi", stream=False)  # no keep_alive: the last one holds
-    await asyncio.sleep(1.0)  # past the idle timeout, two sampler ticks
+    await clock.advance(1.0)  # past the idle timeout, two sampler ticks
     assert fast.model.engine.ready
     assert (await running(client))[MODEL].expires_at.year == NEVER_YEAR
     # A config reload that applies the model's policy again ends the client's keep_alive.
     idle_unloads = await unloads(served, "idle")
     served.client.app[keys.RESIDENCY].apply_policy(fast.model)
+    await clock.advance(0.5)  # the sampler's next tick
     await unloaded(served, "idle", idle_unloads + 1)
     # keep_alive lasts one residency: loaded again without one, the idle timeout applies.
     await client.generate(model=MODEL, prompt="Hi", keep_alive=-1, stream=False)
     assert (await client.generate(model=MODEL, keep_alive=0)).done_reason == "unload"
     await client.generate(model=MODEL, prompt="Hi", stream=False)
+    await clock.advance(1.0)
     await unloaded(served, "idle", idle_unloads + 2)
     assert await unloads(served, "keep_alive") == 1
 
 
 @pytest.mark.parametrize("keep_alive", [1e300, "99999999999h"])
 async def test_a_keep_alive_past_gos_longest_duration_keeps_the_model_and_ps_still_answers(
-    serve, keep_alive: float | str
+    serve, clock, keep_alive: float | str
 ) -> None:
     """Found by fuzzing /openapi.json: such a keep_alive made every later /api/ps a 500 (its
     expiry was no date), until the model unloaded, which it never did."""
     fast = fast_model()
-    served, client = await started(serve, fast, idle_unload_timeout=0.3)
+    served, client = await started(serve, fast, clock=clock, idle_unload_timeout=0.3)
     async with served.client.post("/api/generate", json={"model": MODEL, "keep_alive": keep_alive}) as response:
         assert response.status == 200 and (await response.json())["done_reason"] == "load"
-    await asyncio.sleep(1.0)  # past the idle timeout, two sampler ticks
+    await clock.advance(1.0)  # past the idle timeout, two sampler ticks
     assert (await running(client))[MODEL].expires_at.year == NEVER_YEAR
     assert fast.model.engine.ready
 
 
-async def test_ollamas_load_and_unload_requests(serve) -> None:
+async def test_ollamas_load_and_unload_requests(serve, clock) -> None:
     fast = fast_model()
-    _, client = await started(serve, fast, lazy_load=True)
+    _, client = await started(serve, fast, clock=clock, lazy_load=True)
     assert await running(client) == {}
     loaded = await client.generate(model=MODEL)  # no prompt: ollama run's first request
     assert (loaded.done, loaded.done_reason, loaded.response) == (True, "load", "")
@@ -182,7 +170,7 @@ async def test_ollamas_load_and_unload_requests(serve) -> None:
     chat_loaded = await client.chat(model=MODEL, messages=[], keep_alive="10m")
     assert (chat_loaded.done_reason, chat_loaded.message.content) == ("load", "")
     expires = (await running(client))[MODEL].expires_at.timestamp()
-    assert time.time() + 590 <= expires <= time.time() + 600
+    assert expires == pytest.approx(clock.wall() + 600)
     assert (await client.chat(model=MODEL, messages=[], keep_alive=0)).done_reason == "unload"
     assert await running(client) == {}
     # Not loaded: still "unload", as Ollama answers; nothing is started for it.
@@ -191,13 +179,15 @@ async def test_ollamas_load_and_unload_requests(serve) -> None:
 
 
 async def test_an_unload_request_while_a_stream_runs_answers_at_once_and_unloads_as_it_ends(serve) -> None:
-    fast = fast_model(slow_reply(50))
+    release = threading.Event()
+    fast = fast_model(held_reply(50, release))
     _, client = await started(serve, fast)
     stream = asyncio.create_task(collect(await client.chat(model=MODEL, messages=ASK, stream=True)))
     await eventually(lambda: fast.model.engine.inflight == 1)
     assert (await client.generate(model=MODEL, keep_alive=0)).done_reason == "unload"
     assert not stream.done()  # answered without waiting for the stream
     assert MODEL in await running(client)  # still serving it
+    release.set()
     lines = await stream
     assert "".join(line.message.content for line in lines).count("word") == 50  # the stream was not cut
     assert await running(client) == {}
