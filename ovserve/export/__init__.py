@@ -1,8 +1,9 @@
 """Export a Hugging Face model into an OVMS model repository: IR, tokenizer, graph.pbtxt, config.json.
 
 ``ovserve export text_generation ...`` and ``scripts/export_model.py text_generation ...`` run this
-package (``embeddings_ov`` / ``rerank_ov``, aliases ``embeddings`` / ``rerank``: see
-:mod:`ovserve.export.retrieval`; ``speech2text`` / ``text2speech``: see :mod:`ovserve.export.speech`).
+package (``text_generation``: see :mod:`ovserve.export.text`; ``embeddings_ov`` / ``rerank_ov``,
+aliases ``embeddings`` / ``rerank``: :mod:`ovserve.export.retrieval`; ``speech2text`` /
+``text2speech``: :mod:`ovserve.export.speech`).
 It takes OVMS's ``export_model.py`` argument names and writes what that script writes, so the
 repository serves unchanged with ``ovserve serve --config_path`` or with OVMS::
 
@@ -35,10 +36,12 @@ Differences from OVMS's script, on purpose:
 torch, transformers and optimum-intel are export-time extras (``pip install ovserve[export]``):
 they are imported only once the cheap checks have passed.
 
-One module a step, each stating what it takes, guarantees and raises; :func:`run` calls them in
-order through :func:`export_text_generation`:
+One driver runs every task's steps (``driver``: :func:`~ovserve.export.driver.export`); each task
+is a set of options of it (``text``, ``retrieval``, ``speech``: their arguments, the plan decided
+from them, and what they add to a step). One module a step, each stating what it takes, guarantees
+and raises:
 
-- ``arguments``: the command line and the plan decided from it (nothing on disk is touched);
+- ``arguments``: the command line every task shares (nothing on disk is touched);
 - ``source``: the checkpoint (directory, Hub, Hub cache), its tokenizer, the disk it needs;
 - ``conversion``: optimum-intel's ``main_export`` and nncf compression into a staging directory;
 - ``verification``: the graph as ovserve reads it, the pipeline it builds, one generated token;
@@ -49,48 +52,26 @@ order through :func:`export_text_generation`:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 import traceback
 
-from ovserve.export import arguments
-from ovserve.export.arguments import ExportPlan, plan_from_args
-from ovserve.export.conversion import (
-    TEXT_TASK,
-    detect_task,
-    export_environment,
-    export_ir,
-    finalize_export,
-    quantization_config,
-)
-from ovserve.export.report import ExportError, stage
-from ovserve.export.repository import (
-    GraphOptions,
-    add_servable,
-    check_not_overlapping,
-    check_target_free,
-    render_graph,
-    staging_directory,
-    swap_into_place,
-    write_graph,
-)
-from ovserve.export.retrieval import RETRIEVAL_COMMANDS, add_retrieval_arguments, export_retrieval
-from ovserve.export.retrieval import plan_from_args as retrieval_plan
-from ovserve.export.source import Source, check_disk, check_tokenizer, resolve_source
-from ovserve.export.speech import SPEECH_COMMANDS, add_speech_arguments, export_speech
-from ovserve.export.speech import plan_from_args as speech_plan
-from ovserve.export.verification import check_loads, ovserve_settings
-from ovserve.json_types import JsonObject
+from ovserve.export.driver import Options, Plan, export
+from ovserve.export.report import ExportError
+from ovserve.export.repository import GraphOptions, add_servable, render_graph
+from ovserve.export.retrieval import add_retrieval_arguments
+from ovserve.export.speech import add_speech_arguments
+from ovserve.export.text import TextOptions, add_text_arguments, plan_from_args
 
 __all__ = [
     "ExportError",
-    "ExportPlan",
     "GraphOptions",
+    "Options",
+    "Plan",
+    "TextOptions",
     "add_export_arguments",
     "add_servable",
     "build_parser",
-    "export_text_generation",
+    "export",
     "main",
     "plan_from_args",
     "render_graph",
@@ -100,8 +81,10 @@ __all__ = [
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     """Every export subcommand: ``text_generation``, ``embeddings_ov`` (``embeddings``), ``rerank_ov``
-    (``rerank``), ``speech2text`` (``speech_to_text``), ``text2speech`` (``text_to_speech``)."""
-    tasks = arguments.add_export_arguments(parser)
+    (``rerank``), ``speech2text`` (``speech_to_text``), ``text2speech`` (``text_to_speech``); each
+    sets ``plan_from_args``, its task's planner."""
+    tasks = parser.add_subparsers(dest="task", required=True)
+    add_text_arguments(tasks)
     add_retrieval_arguments(tasks)
     add_speech_arguments(tasks)
 
@@ -115,72 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def export_text_generation(plan: ExportPlan) -> None:
-    """The steps in order: sources, cheap checks, conversion into a staging directory, graph,
-    verification, swap into place, config.json. Raises ExportError; the repository is unchanged
-    unless every step before the config.json update succeeded."""
-    started = time.monotonic()
-    target = plan.model_dir
-    check_target_free(target, plan.overwrite, plan.config_path)  # an unusable config.json stops us before the export
-
-    source = resolve_source(plan.source)
-    stage(f"source: {source.describe()}")
-    check_not_overlapping(source.local_dir, target)
-    config = source.config()
-    check_tokenizer(source)
-    draft: tuple[Source, JsonObject] | None = None
-    if plan.draft_source:
-        draft_source = resolve_source(plan.draft_source)
-        stage(f"draft source: {draft_source.describe()}")
-        check_not_overlapping(draft_source.local_dir, target)
-        draft = (draft_source, draft_source.config())
-        check_tokenizer(draft_source)
-    check_disk(target, plan.weight_format, [(source, config), *([draft] if draft else [])])
-
-    stage("loading optimum-intel")
-    task = detect_task(source, config)
-    stage(f"model type {config.get('model_type')} -> task {task}")
-    if draft is not None and detect_task(*draft) != TEXT_TASK:
-        raise ExportError(f"the draft model must be a text model; {draft[0].describe()} is a VLM")
-    compression = quantization_config(plan.weight_format, plan.quantization_params, source.id)
-    # OVMS exports the draft at the model's weight format, without the extra parameters.
-    draft_compression = quantization_config(plan.weight_format, [], draft[0].id) if draft else None
-
-    with staging_directory(target) as staging:
-        staged = staging / "model"
-        with export_environment(staging):
-            export_ir(source, staged, task, plan.weight_format, compression, "model")
-            finalize_export(source, staged, task)
-            if draft is not None and plan.graph.draft_dir_name:
-                draft_dir = staged / plan.graph.draft_dir_name
-                export_ir(draft[0], draft_dir, TEXT_TASK, plan.weight_format, draft_compression, "draft")
-                finalize_export(draft[0], draft_dir, TEXT_TASK)
-        # The graph goes into the staging directory first: the check builds what the server will
-        # build from it, and the repository sees neither unless both are good.
-        graph_path = write_graph(staged, plan.graph)
-        check_loads(ovserve_settings(graph_path, plan.model_name), task, source)
-
-        swap_into_place(staged, target, staging / "replaced")
-    stage(f"wrote {target} and its graph.pbtxt")
-
-    base_path = os.path.relpath(target, plan.config_path.parent)
-    updated = add_servable(plan.config_path, plan.model_name, base_path)
-    stage(f"{'updated' if updated else 'added'} '{plan.model_name}' in {plan.config_path}")
-    stage(
-        f"done in {time.monotonic() - started:.0f} s; serve it with: "
-        f"ovserve serve --config_path {plan.config_path} --port 8000"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     """Run a parsed export command; returns the exit status."""
     try:
-        if args.task in RETRIEVAL_COMMANDS:
-            export_retrieval(retrieval_plan(args))
-        elif args.task in SPEECH_COMMANDS:
-            export_speech(speech_plan(args))
-        else:
-            export_text_generation(plan_from_args(args))
+        export(args.plan_from_args(args))
     except ExportError as exc:
         print(f"ovserve export: {exc}", file=sys.stderr, flush=True)
         return 2

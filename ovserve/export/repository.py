@@ -68,9 +68,8 @@ node: {
   node_options: {
       [type.googleapis.com / mediapipe.LLMCalculatorOptions]: {
 """
-_GRAPH_TAIL = """
-      }
-  }
+# A node with a LOOPBACK back edge (the LLM and speech-to-text calculators) syncs its inputs so.
+LOOPBACK_INPUT_HANDLER = """
   input_stream_handler {
     input_stream_handler: "SyncSetInputStreamHandler",
     options {
@@ -80,8 +79,8 @@ _GRAPH_TAIL = """
         }
       }
     }
-  }
-}"""
+  }"""
+_GRAPH_TAIL = "\n      }\n  }" + LOOPBACK_INPUT_HANDLER + "\n}"
 
 
 def render_graph(options: GraphOptions) -> str:

@@ -1,11 +1,12 @@
 """Verification of a staged export: the graph ovserve would read, the pipeline it would build.
 
-Takes the staged ``graph.pbtxt`` (see :func:`~ovserve.export.repository.write_graph`), the served
-model name, the task and the source. :func:`ovserve_settings` parses the graph exactly as
-``ovserve serve --config_path`` does; :func:`check_loads` builds the pipeline those settings
-describe in openvino_genai (always on CPU, with a KV cache that grows on demand, so the exporting
-machine needs neither the target device nor its memory) and generates one token, with an image
-for a VLM.
+Takes the staged ``graph.pbtxt`` (see :func:`ovserve.export.driver.export`), the served model
+name, the task and the source. :func:`ovserve_settings` parses the graph exactly as
+``ovserve serve --config_path`` does; :func:`check_loads` builds the generation pipeline those
+settings describe in openvino_genai (always on CPU, with a KV cache that grows on demand, so the
+exporting machine needs neither the target device nor its memory) and generates one token, with an
+image for a VLM; :func:`check_runs` builds any other pipeline on CPU and runs what the caller
+gives it once (embed a text, transcribe a tone...).
 
 Guarantees: nothing is written; a model that passes loads in the server. Raises
 :class:`~ovserve.export.report.ExportError` if ovserve would refuse the graph, if the checkpoint's
@@ -16,16 +17,17 @@ model. openvino_genai and the engine's pipeline builder are imported inside :fun
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from ovserve.engine.spec import PipelineKind
+from ovserve.engine.spec import EngineSpec, PipelineKind
 from ovserve.errors import first_complaint
 from ovserve.export.conversion import VLM_TASK
-from ovserve.export.report import ExportError, stage
+from ovserve.export.report import ExportError, load_failure, stage
 from ovserve.export.source import Source, template_in_source
 from ovserve.settings.graph import GraphError, parse_graph
 from ovserve.settings.schema import ModelSettings
@@ -99,3 +101,18 @@ def check_loads(settings: ModelSettings, task: str, source: Source) -> None:
         detail = (detail[:400] + " ...") if len(detail) > 400 else detail or type(exc).__name__
         raise ExportError(f"the exported model does not load in openvino_genai: {detail}") from exc
     stage(f"check: generated {text!r} in {time.monotonic() - started:.1f} s")
+
+
+def check_runs(settings: ModelSettings, what: str, run: Callable[[EngineSpec], str]) -> None:
+    """Build the pipeline the server builds from ``settings`` on CPU (``run`` builds it from the
+    spec it is given) and report what ``run`` did with it; OpenVINO's failures (RuntimeError, and
+    ValueError: a tokenizer a reranker cannot read, a voice of the wrong size) are the user's."""
+    started = time.monotonic()
+    spec = settings.engine_spec()
+    spec = replace(spec, device="CPU", plugin_config={k: v for k, v in spec.plugin_config.items() if k != "CACHE_DIR"})
+    stage(f"check: loading the {what} model as the server does (on CPU)")
+    try:
+        result = run(spec)
+    except (RuntimeError, ValueError) as exc:
+        raise load_failure(exc) from exc
+    stage(f"check: {result} in {time.monotonic() - started:.1f} s")

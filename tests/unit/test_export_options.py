@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ovserve.export import add_servable, build_parser, main, plan_from_args, render_graph
+from ovserve.export import Plan, TextOptions, add_servable, build_parser, main, plan_from_args, render_graph
+from ovserve.export.retrieval import RetrievalOptions
+from ovserve.export.speech import SpeechOptions
 from tests.ovms import ovms_graph
 
 
@@ -22,7 +24,7 @@ def test_npu_target_means_int4_symmetric_channel_wise_and_an_npu_graph() -> None
     assert npu.weight_format == "int4"
     assert npu.quantization_params == ["--sym", "--ratio", "1.0", "--group-size", "-1"]
     assert npu.model_dir == Path("models").resolve() / "Qwen" / "Qwen3-8B"
-    assert render_graph(npu.graph) == ovms_graph(
+    assert render_graph(npu.options.graph) == ovms_graph(
         "          pipeline_type: LM,\n"
         '          models_path: "./",\n'
         """          plugin_config: '{"MAX_PROMPT_LEN": 1024, "CACHE_DIR": "/var/cache/ov"}',\n"""
@@ -43,7 +45,7 @@ def test_prompt_lookup_graph_and_cache_size_zero_kept() -> None:
     # cache_size 0 (grow on demand) is written as 0; OVMS's template would turn it into 10.
     lookup = plan("--prompt_lookup_decoding", "--kv_cache_precision", "u8", "--cache_size", "0",
                   "--max_num_batched_tokens", "1024", "--disable_dynamic_split_fuse")  # fmt: skip
-    assert render_graph(lookup.graph) == ovms_graph(
+    assert render_graph(lookup.options.graph) == ovms_graph(
         '          models_path: "./",\n'
         """          plugin_config: '{"KV_CACHE_PRECISION": "u8", "prompt_lookup": true}',\n"""
         "          enable_prefix_caching:  true,\n"
@@ -56,12 +58,12 @@ def test_prompt_lookup_graph_and_cache_size_zero_kept() -> None:
 
 
 def test_draft_directory_is_named_after_its_source_or_draft_model_name(tmp_path: Path) -> None:
-    assert plan("--draft_source_model", "Qwen/Qwen3-0.6B").graph.draft_dir_name == "Qwen-Qwen3-0.6B"
+    assert plan("--draft_source_model", "Qwen/Qwen3-0.6B").options.graph.draft_dir_name == "Qwen-Qwen3-0.6B"
     local = tmp_path / "checkpoints" / "my-draft"
     local.mkdir(parents=True)
-    assert plan("--draft_source_model", str(local)).graph.draft_dir_name == "my-draft"
+    assert plan("--draft_source_model", str(local)).options.graph.draft_dir_name == "my-draft"
     named = plan("--draft_source_model", str(local), "--draft_model_name", "org/draft")
-    assert named.graph.draft_dir_name == "org-draft"
+    assert named.options.graph.draft_dir_name == "org-draft"
 
 
 def test_config_entry_is_added_then_updated_in_place_keeping_the_rest(tmp_path: Path) -> None:
@@ -130,3 +132,21 @@ def test_exporting_a_checkpoint_over_itself_is_refused(tmp_path: Path, capsys: p
     assert main(argv) == 2
     assert "overlap" in capsys.readouterr().err
     assert [path.name for path in checkpoint.iterdir()] == ["config.json"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "options"),
+    [
+        (["text_generation"], TextOptions),
+        (["embeddings_ov"], RetrievalOptions),
+        (["rerank"], RetrievalOptions),
+        (["speech2text"], SpeechOptions),
+        (["text_to_speech", "--vocoder", "microsoft/speecht5_hifigan"], SpeechOptions),
+    ],
+)
+def test_every_task_is_planned_as_options_of_the_one_export_driver(argv: list[str], options: type) -> None:
+    args = build_parser().parse_args([*argv, "--source_model", "org/model", "--model_name", "m"])
+    plan = args.plan_from_args(args)
+    assert isinstance(plan, Plan) and isinstance(plan.options, options)
+    assert plan.model_dir == Path("models").resolve() / "m"
+    assert plan.config_path == Path("models").resolve() / "config.json"

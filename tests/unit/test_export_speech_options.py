@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ovserve.export import build_parser, main
-from ovserve.export.speech import plan_from_args, render_graph
+from ovserve.export.speech import plan_from_args
 from ovserve.settings.graph import parse_graph
 
 # OVMS's s2t_graph_template rendered (jinja2, model_path "./", num_streams 0, enable_word_timestamps).
@@ -85,7 +85,7 @@ def test_speech2text_graph_is_ovms_template_byte_for_byte() -> None:
     plan = plan_from_args(build_parser().parse_args(["speech2text", "--source_model", "openai/whisper-base",
                                                      "--enable_word_timestamps"]))  # fmt: skip
     assert plan.model_dir == Path("models").resolve() / "openai" / "whisper-base"
-    assert render_graph(plan) == OVMS_S2T_GRAPH
+    assert plan.options.render_graph() == OVMS_S2T_GRAPH
     assert plan.weight_format == "int8"  # OVMS's default
 
 
@@ -94,20 +94,22 @@ def test_text2speech_graph_is_ovms_template_byte_for_byte_with_the_voice_in_the_
             "--num_streams", "2", "--target_device", "GPU", "--speaker_name", "alloy",
             "--speaker_path", str(voice)]  # fmt: skip
     plan = plan_from_args(build_parser().parse_args(args))
-    assert render_graph(plan) == OVMS_T2S_GRAPH
-    assert plan.voice == ("alloy", voice) and plan.vocoder == "microsoft/speecht5_hifigan"
+    assert plan.options.render_graph() == OVMS_T2S_GRAPH
+    assert plan.options.voice == ("alloy", voice) and plan.options.vocoder == "microsoft/speecht5_hifigan"
 
 
 def test_written_graphs_read_back_as_ovserve_settings(tmp_path: Path, voice: Path) -> None:
     args = ["text2speech", "--source_model", "microsoft/speecht5_tts", "--vocoder", "v", "--ov_cache_dir", "/c",
             "--speaker_name", "alloy", "--speaker_path", str(voice)]  # fmt: skip
     graph = tmp_path / "graph.pbtxt"
-    graph.write_text(render_graph(plan_from_args(build_parser().parse_args(args))))
+    graph.write_text(plan_from_args(build_parser().parse_args(args)).options.render_graph())
     values = parse_graph(graph).values
     assert values["task"] == "text_to_speech"
     assert values["voices"] == {"alloy": (tmp_path / "voices" / "alloy.bin").resolve()}
     assert values["plugin_config"] == '{ "NUM_STREAMS": "1", "CACHE_DIR": "/c" }'
-    graph.write_text(render_graph(plan_from_args(build_parser().parse_args(["speech2text", "--source_model", "w"]))))
+    graph.write_text(
+        plan_from_args(build_parser().parse_args(["speech2text", "--source_model", "w"])).options.render_graph()
+    )
     values = parse_graph(graph).values
     assert values["task"] == "speech_to_text" and values["enable_word_timestamps"] is False
 
