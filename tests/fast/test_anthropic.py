@@ -12,9 +12,9 @@ from typing import Any
 import anthropic
 import pytest
 
+from ovserve.api.sse import NamedEventWriter
 from ovserve.core.chat import joined_late_system
 from ovserve.core.conversation import ForcedTool, Image, Message, Reasoning, Text, ToolCall
-from ovserve.dialects.anthropic import adapter
 from ovserve.dialects.anthropic.adapter import conversation_of
 from ovserve.dialects.anthropic.request import MessagesRequest
 from ovserve.dialects.anthropic.response import ErrorResponse, error_status
@@ -55,7 +55,7 @@ async def post(served: Served, path: str, body: dict[str, Any], headers: dict[st
 def _events(text: str) -> list[dict[str, Any]]:
     events = []
     for block in text.split("\n\n"):
-        if block.strip():
+        if block.strip() and block != ": ping":  # the writer's keep-alive, a comment the SDK skips
             name, data = block.split("\n", 1)
             event = json.loads(data.removeprefix("data: "))
             assert name == f"event: {event['type']}"
@@ -281,22 +281,26 @@ async def test_a_stream_that_fails_ends_with_an_error_event(serve) -> None:
 
 
 async def test_pings_keep_a_slow_stream_busy(serve, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(adapter, "PING_INTERVAL_S", 0.02)
+    monkeypatch.setattr(NamedEventWriter, "keepalive_interval", 0.02)
 
     def slow(add: AddRequest) -> Any:
         import time
 
-        time.sleep(1.0)  # a long prefill, in the engine's thread
+        time.sleep(0.3)  # a long prefill, in the engine's thread
         yield [output(add, "done", finish="stop")]
 
     served = await serve(fast_model(slow))
-    status, events = await post(
-        served, "/v1/messages", {"max_tokens": 16, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
-    )
-    assert status == 200
-    kinds = [event["type"] for event in events]
-    assert kinds.index("message_start") > 0 and kinds[0] == "ping", kinds
-    assert kinds[-1] == "message_stop"
+    body = {"model": MODEL, "max_tokens": 16, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+    async with served.client.post("/v1/messages", json=body, headers=VERSION) as response:
+        assert response.status == 200
+        text = await response.text()
+    assert text.startswith(": ping\n\n"), text  # the writer's keep-alive, before the first event
+    kinds = [event["type"] for event in _events(text)]
+    assert kinds[:2] == ["message_start", "ping"] and kinds[-1] == "message_stop", kinds
+    async with sdk(served).messages.stream(
+        model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "Hi"}]
+    ) as stream:  # the SDK skips the keep-alive
+        assert (await stream.get_final_message()).content[0].text == "done"  # type: ignore[union-attr]
 
 
 async def test_aliases_resolve_and_the_reply_names_the_model_asked_for(serve) -> None:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ovserve.core.job import Delta
+from ovserve.dialects.anthropic import events as anthropic_events
 from ovserve.dialects.body import NUMBER_HOLE, Template, json_string, text_hole
 from ovserve.dialects.openai.completions import adapter as completions
 from ovserve.dialects.openai.completions.response import CompletionChoice
@@ -158,4 +159,53 @@ def test_responses_leave_every_other_step_to_the_models() -> None:
     assert builder.text_event(_step(reasoning="a", content="b")) is None
     call = SimpleNamespace(id="c", name="f")  # any call: the step is the models' whatever its shape
     assert builder.text_event(_step(reasoning="a", tool_calls=[call])) is None
+    assert builder.text_event(_step(reasoning=AWKWARD)) is not None
+
+
+# -- Anthropic ----------------------------------------------------------------------------------
+
+
+def _messages_stream(steps: list[Delta], fast: bool) -> tuple[list[tuple[str | None, str]], list[str]]:
+    """The encoded events (and their names) and the content blocks of ``steps``, with or without the fast path."""
+    builder = anthropic_events.BlockBuilder()
+    encoded: list[tuple[str | None, str]] = []
+    for step in steps:
+        fast_event = builder.text_event(step) if fast else None
+        if fast_event is not None:
+            encoded.append((fast_event.type, fast_event.encode()))
+            continue
+        encoded += [(event.type, event.encode()) for event in builder.push(step)]
+    encoded += [(event.type, event.encode()) for event in builder.finish()]
+    return encoded, [block.encode() for block in builder.blocks]
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=STEPS)
+def test_a_messages_stream_is_the_models_stream(spec: list[tuple[str, str]]) -> None:
+    steps = _steps(spec)
+    assert _messages_stream(steps, fast=True) == _messages_stream(steps, fast=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TEXTS, thinking=st.booleans(), blocks=st.integers(min_value=0, max_value=5))
+def test_a_messages_text_step_is_encoded_as_the_model_encodes_it(text: str, thinking: bool, blocks: int) -> None:
+    builder = anthropic_events.BlockBuilder()
+    for n in range(blocks):  # blocks before the open one: its index
+        list(builder.push(_step(content="x") if n % 2 else _step(reasoning="x")))
+    opening = _step(reasoning="hm") if thinking else _step(content="Hi")
+    list(builder.push(opening))
+    event = builder.text_event(_step(reasoning=text) if thinking else _step(content=text))
+    assert event is not None
+    index = len(builder.blocks) - 1
+    expected = anthropic_events._delta_event(index, "thinking" if thinking else "text", text)
+    assert (event.type, event.encode()) == ("content_block_delta", expected.encode())
+
+
+def test_messages_leave_every_other_step_to_the_models() -> None:
+    builder = anthropic_events.BlockBuilder()
+    assert builder.text_event(_step(content="Hi")) is None  # no block open yet
+    list(builder.push(_step(reasoning="hm")))
+    assert builder.text_event(_step(content="Hi")) is None  # a text block would open
+    assert builder.text_event(_step(reasoning="a", content="b")) is None
+    assert builder.text_event(_step(reasoning="a", tool_calls=[SimpleNamespace(id="c", name="f")])) is None
     assert builder.text_event(_step(reasoning=AWKWARD)) is not None

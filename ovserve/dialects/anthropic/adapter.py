@@ -25,18 +25,21 @@ path in the client's JSON (``messages.3.content.1.source``):
 Response: the core's steps become content blocks through :class:`~.events.BlockBuilder`, for the
 unary message and the stream alike. The stream's ``message_start`` is sent with the first engine
 output, when the usage it carries is known (``cache_read_input_tokens``: the prompt tokens the
-prefix cache served); ``ping`` events keep the connection busy before and during generation.
+prefix cache served), and a ``ping`` follows it, as in Anthropic's streams. A step that only adds
+text to the open block is one event encoded without building its model
+(:meth:`~.events.BlockBuilder.text_event`), and the endpoint's stream iterates the job's steps
+itself: a streamed token crosses three async generators (the engine client's, ``Job.steps``, this
+stream) and starts no task. While nothing is sent (a long prompt's prefill), the stream writer
+keeps the connection busy (``ovserve.api.sse``: a keep-alive every 10 s of silence).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
 from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ovserve.core.chat import ChatGeneration, ChatJob
 from ovserve.core.conversation import (
@@ -53,7 +56,7 @@ from ovserve.core.conversation import (
     ToolCall,
     ToolChoice,
 )
-from ovserve.core.job import Choice, Delta, FinishReason
+from ovserve.core.job import Choice, FinishReason
 from ovserve.dialects.anthropic import response as body
 from ovserve.dialects.anthropic.events import BlockBuilder, new_id
 from ovserve.dialects.anthropic.request import (
@@ -71,13 +74,11 @@ from ovserve.dialects.anthropic.request import (
     ToolResultBlockParam,
     ToolUseBlockParam,
 )
+from ovserve.dialects.body import EncodedBody
 from ovserve.errors import BadRequestError, OvserveError
 from ovserve.json_types import JsonObject
 
 log = logging.getLogger(__name__)
-
-# Seconds between ping events while nothing else is sent (a long prompt's prefill, a slow step).
-PING_INTERVAL_S = 10.0
 
 
 # -- request: Messages -> Conversation ---------------------------------------------------------
@@ -341,13 +342,14 @@ class MessagesEndpoint:
             pass
         return self._message(call, builder.blocks, final=True)
 
-    async def stream(self, call: MessagesCall) -> AsyncGenerator[body.StreamEvent, None]:
+    async def stream(self, call: MessagesCall) -> AsyncGenerator[body.StreamEvent | EncodedBody, None]:
         builder = BlockBuilder()
         started = False
-        async with contextlib.aclosing(_with_ticks(call.job.steps(call.choices), PING_INTERVAL_S)) as steps:
+        async with contextlib.aclosing(call.job.steps(call.choices)) as steps:
             async for step in steps:
-                if step is None:
-                    yield body.PingEvent(type="ping")
+                # A step that only adds text (nearly every token) is one event encoded without its model.
+                if (encoded := builder.text_event(step)) is not None:
+                    yield encoded
                     continue
                 if not started:
                     started = True
@@ -404,32 +406,3 @@ class MessagesEndpoint:
                 cache_read_input_tokens=usage.cached_tokens or 0,
             ),
         )
-
-
-async def _with_ticks(steps: AsyncGenerator[Delta, None], interval: float) -> AsyncGenerator[Delta | None, None]:
-    """``steps``, with None whenever ``interval`` seconds passed without one (a ping is due).
-
-    The next step is awaited in a task of its own, so a tick does not cancel it. Leaving early
-    (a disconnect, the deadline) cancels that task and closes ``steps``, which cancels the engine
-    request at once rather than whenever the generator is garbage-collected."""
-    pending: asyncio.Task[Any] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(steps))
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if not done:
-                yield None
-                continue
-            finished, pending = pending, None
-            try:
-                step = finished.result()
-            except StopAsyncIteration:
-                return
-            yield step
-    finally:
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(BaseException):
-                await pending
-        await steps.aclose()

@@ -11,6 +11,10 @@ a text block starts is held (whitespace between reasoning and a tool call opens 
 A thinking block's ``signature`` is a digest of its text: clients send thinking blocks back with
 their signature, and the server has nothing to verify (it renders the text, or not, as the chat
 template decides), so the digest only gives the field the value Anthropic's shape requires.
+
+A stream's commonest step, text added to the open block, is encoded without building its event
+(:meth:`BlockBuilder.text_event`, byte for byte the model's encoding:
+tests/unit/test_stream_templates.py).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from ovserve.dialects.anthropic.response import (
     ThinkingDelta,
     ToolUseBlock,
 )
+from ovserve.dialects.body import EncodedBody, Template, json_string, text_hole
 from ovserve.json_types import JsonObject
 from ovserve.parsers.base import ToolCall
 
@@ -74,6 +79,22 @@ class BlockBuilder:
         self.blocks: list[ContentBlock] = []
         self._open: OpenKind | None = None
         self._held = ""  # whitespace not yet known to start a text block
+        self._deltas: Template | None = None  # the open block's delta event, with a hole for its text
+
+    def text_event(self, delta: Delta) -> EncodedBody | None:
+        """The event of a step that only adds text to the open block, encoded without building it
+        (the block's delta event was encoded once, with a hole for the text); None for every
+        other step, which :meth:`push` takes."""
+        if self._deltas is None or delta.tool_calls:
+            return None
+        block = self.blocks[-1]
+        if delta.content and not delta.reasoning and isinstance(block, TextBlock):
+            block.text += delta.content
+            return self._deltas.fill(json_string(delta.content))
+        if delta.reasoning and not delta.content and isinstance(block, ThinkingBlock):
+            block.thinking += delta.reasoning
+            return self._deltas.fill(json_string(delta.reasoning))
+        return None
 
     def push(self, delta: Delta) -> Iterator[StreamEvent]:
         if delta.reasoning:
@@ -121,25 +142,21 @@ class BlockBuilder:
                 opened = TextBlock(type="text", text="")
             self.blocks.append(opened)
             self._open = kind
+            self._deltas = Template.of(_delta_event(index, kind, text_hole(0)), text_hole(0))
             yield ContentBlockStartEvent(type="content_block_start", index=index, content_block=opened.model_copy())
         block = self.blocks[index]
         if isinstance(block, ThinkingBlock):
             block.thinking += text
-            yield ContentBlockDeltaEvent(
-                type="content_block_delta", index=index, delta=ThinkingDelta(type="thinking_delta", thinking=text)
-            )
         elif isinstance(block, TextBlock):
             block.text += text
-            yield ContentBlockDeltaEvent(
-                type="content_block_delta", index=index, delta=TextDelta(type="text_delta", text=text)
-            )
+        yield _delta_event(index, kind, text)
 
     def _close(self) -> Iterator[StreamEvent]:
         if self._open is None:
             return
         index = len(self.blocks) - 1
         block = self.blocks[index]
-        self._open = None
+        self._open = self._deltas = None
         if isinstance(block, ThinkingBlock):
             block.signature = signature(block.thinking)
             yield ContentBlockDeltaEvent(
@@ -148,3 +165,13 @@ class BlockBuilder:
                 delta=SignatureDelta(type="signature_delta", signature=block.signature),
             )
         yield ContentBlockStopEvent(type="content_block_stop", index=index)
+
+
+def _delta_event(index: int, kind: OpenKind, text: str) -> ContentBlockDeltaEvent:
+    """The event adding ``text`` to the open block at ``index``."""
+    delta: ThinkingDelta | TextDelta
+    if kind == "thinking":
+        delta = ThinkingDelta(type="thinking_delta", thinking=text)
+    else:
+        delta = TextDelta(type="text_delta", text=text)
+    return ContentBlockDeltaEvent(type="content_block_delta", index=index, delta=delta)
