@@ -16,17 +16,19 @@ passes ``reasoning_effort`` (gpt-oss's harmony template writes ``Reasoning: low|
 
 Contract for adapters: build it from a request that validated, keep parts in the client's order
 (image placeholders are numbered across the conversation in order), and give each piece the path
-a client of that dialect would fix.
+a client of that dialect would fix. A tool call's arguments are a JSON object: a dialect that sends
+them as text builds the call with :meth:`ToolCall.from_text` (one reader, one fallback for text that
+is not a JSON object, the same for every dialect).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ovserve.json_types import JsonObject, JsonValue
+from ovserve.json_types import JsonObject
 from ovserve.models.chat_template import TemplateMessage
+from ovserve.parsers.calls import read_arguments
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +48,24 @@ class Image:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A call the assistant made earlier in the conversation; ``arguments`` is JSON text."""
+    """A call the assistant made earlier in the conversation.
+
+    ``arguments``: the JSON object the chat template gets, whatever the dialect.
+    ``unreadable_arguments``: the client's text when it sent arguments as text that is not a JSON
+    object; ``arguments`` is then the one fallback (:func:`~ovserve.parsers.calls.read_arguments`).
+    """
 
     id: str | None
     name: str
-    arguments: str
+    arguments: JsonObject
     origin: str
+    unreadable_arguments: str | None = None
+
+    @classmethod
+    def from_text(cls, id: str | None, name: str, text: str, origin: str) -> ToolCall:
+        """A call whose arguments came as text (OpenAI chat, Responses), read as every dialect reads it."""
+        arguments, unreadable = read_arguments(text)
+        return cls(id, name, arguments, origin, unreadable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +263,7 @@ class Conversation:
 
 def template_message(message: Message, content: str | None) -> TemplateMessage:
     """``message`` as HF chat templates read it (``content`` given: images become placeholders
-    upstream). Tool-call arguments become a mapping: templates apply ``tojson`` themselves."""
+    upstream). Tool-call arguments are the object (templates apply ``tojson`` themselves)."""
     rendered: TemplateMessage = {"role": message.role, "content": content}
     if message.name is not None:
         rendered["name"] = message.name
@@ -261,15 +275,7 @@ def template_message(message: Message, content: str | None) -> TemplateMessage:
     calls = message.tool_calls
     if calls:
         rendered["tool_calls"] = [
-            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": _arguments(call)}}
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
             for call in calls
         ]
     return rendered
-
-
-def _arguments(call: ToolCall) -> JsonValue:
-    try:
-        arguments: JsonValue = json.loads(call.arguments)
-    except ValueError:
-        return call.arguments
-    return arguments

@@ -11,17 +11,16 @@ text (the request was decoded with special tokens kept because its format's mark
 from __future__ import annotations
 
 from ovserve.parsers.base import (
-    NO_TOOLS,
     OutputParser,
     Parsed,
     ParserContext,
     ReasoningFormat,
     ReasoningSplitter,
-    ToolCall,
     ToolCallExtractor,
     ToolCallFormat,
-    ToolSchemas,
 )
+from ovserve.parsers.calls import ToolCall, arguments_json
+from ovserve.parsers.schemas import NO_TOOLS, ToolSchemas
 
 ParsedDelta = Parsed
 
@@ -145,7 +144,11 @@ def parse_text(
         "content": parsed.content or None,
         "reasoning_content": parsed.reasoning or None,
         "tool_calls": [
-            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": arguments_json(call.arguments)},
+            }
             for call in parsed.tool_calls
         ],
     }

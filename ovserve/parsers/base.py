@@ -12,8 +12,13 @@ content and calls in one syntax) gives a ``stream_parser`` instead: a factory of
 
 Contract of every parser, unary or streamed: the text is fed in arbitrary pieces and the
 concatenation of what comes out is the same whatever the pieces; a call is emitted whole, once
-(its arguments a JSON object string); markers never reach ``content``; output that is not a valid
-call of the format comes back as ``content`` (a malformed call is the model's text, not an error).
+(its arguments a JSON object: :mod:`ovserve.parsers.calls`); markers never reach ``content``;
+output that is not a valid call of the format comes back as ``content`` (a malformed call is the
+model's text, not an error).
+
+Beside this module: :mod:`ovserve.parsers.calls` (the call, its arguments as JSON, the one reader
+of arguments sent as text), :mod:`ovserve.parsers.schemas` (argument values typed by the tools'
+schemas, the regexes a grammar forces a call with).
 
 ``special_tokens`` of a format: its markers that tokenizers declare special (``[TOOL_CALLS]``,
 ``<|channel|>``...). Decoding normally drops special tokens, so when a model's tokenizer has one of
@@ -23,245 +28,16 @@ from the text before the parsers see it (``ovserve.core.chat``).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import json
 import logging
-import re
-import secrets
-import string
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
+
+from ovserve.parsers.calls import PayloadError, ToolCall
+from ovserve.parsers.schemas import NO_TOOLS, CallRegex, ToolSchemas
 
 log = logging.getLogger(__name__)
-
-# Tool name -> its ``parameters`` JSON schema (``{}`` when the tool declared none), for formats
-# whose argument values are text typed by the schema (Qwen3-Coder's XML, GLM's arg_value).
-ToolSchemas = Mapping[str, Any]
-NO_TOOLS: ToolSchemas = {}
-# A JSON schema -> the regex of its compact JSON (``ovserve.core.guided.schema_regex``).
-SchemaRegex = Callable[[Any], str]
-# (tool name, parameters schema, schema_regex) -> the regex of one whole call in a format,
-# markers included: what a grammar forces for ``tool_choice`` required / named.
-CallRegex = Callable[[str, Any, SchemaRegex], str]
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments: str  # a JSON object, as OpenAI's function.arguments
-    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:24]}")
-
-
-class PayloadError(ValueError):
-    """The text between the markers is not a tool call of this format."""
-
-
-def call_from_object(item: Any, *, arguments_keys: tuple[str, ...] = ("arguments", "parameters")) -> ToolCall:
-    """``{"name": ..., "arguments": {...}}`` (arguments may also be a JSON string) -> ToolCall."""
-    if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
-        raise PayloadError("a tool call needs a 'name'")
-    arguments: Any = {}
-    for key in arguments_keys:
-        if key in item:
-            arguments = item[key]
-            break
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError as exc:
-            raise PayloadError(f"arguments are not JSON: {exc}") from exc
-    if not isinstance(arguments, dict):
-        raise PayloadError("arguments must be a JSON object")
-    return ToolCall(name=item["name"], arguments=json.dumps(arguments, ensure_ascii=False))
-
-
-def decode_json(payload: str) -> Any:
-    try:
-        return json.loads(payload)
-    except ValueError as exc:
-        raise PayloadError(f"not JSON: {exc}") from exc
-
-
-def nine_alphanumerics() -> str:
-    """A tool-call id as Mistral's chat templates demand it (and vLLM and OVMS generate it)."""
-    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(9))
-
-
-def regex_literal(text: str) -> str:
-    """``text`` as a regex matching itself; a newline is written ``\\n`` (the engine's regex dialect)."""
-    return re.escape(text).replace("\\\n", "\\n")
-
-
-def json_object_call(begin: str, end: str, *, arguments_key: str = "arguments") -> CallRegex:
-    """The :data:`CallRegex` of formats that write one call as ``begin{"name": ..., "arguments": {...}}end``."""
-
-    def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
-        schema = {
-            "type": "object",
-            "properties": {"name": {"const": name}, arguments_key: parameters},
-            "required": ["name", arguments_key],
-            "additionalProperties": False,
-        }
-        return f"{regex_literal(begin)}({schema_regex(schema)}){regex_literal(end)}"
-
-    return call_regex
-
-
-# -- arguments written as text (XML-style formats: Qwen3-Coder, GLM, MiniCPM5) -------------------
-
-_NOT_DECODED = object()
-_JSON_TYPES: tuple[tuple[type, str], ...] = (
-    (bool, "boolean"),  # before int: a bool is an int in Python
-    (int, "integer"),
-    (float, "number"),
-    (str, "string"),
-    (list, "array"),
-    (dict, "object"),
-)
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "unknown")
-
-
-def _schema_types(schema: Any) -> set[str] | None:
-    """The JSON types a property schema admits; None when it does not say (no ``type``,
-    ``enum``, ``const``, or an ``anyOf``/``oneOf`` of typed alternatives)."""
-    if not isinstance(schema, dict):
-        return None
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return {kind}
-    if isinstance(kind, list) and kind and all(isinstance(name, str) for name in kind):
-        return set(kind)
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return {_json_type(value) for value in schema["enum"]}
-    if "const" in schema:
-        return {_json_type(schema["const"])}
-    for combinator in ("anyOf", "oneOf"):
-        options = schema.get(combinator)
-        if isinstance(options, list) and options:
-            union: set[str] = set()
-            for option in options:
-                types = _schema_types(option)
-                if types is None:
-                    return None
-                union |= types
-            return union
-    return None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")  # NaN/Infinity: json.loads accepts them, clients would not
-
-
-def _decode_literal(text: str) -> Any:
-    """``text`` as JSON, else as a Python literal (``True``, ``None``, ``{'k': 'v'}``: what
-    templates that render values with ``| string`` teach); ``_NOT_DECODED`` when neither."""
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        pass
-    try:
-        value = ast.literal_eval(text)
-        json.dumps(value, allow_nan=False)  # sets, bytes, complex, nan: not a JSON value
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return _NOT_DECODED
-    return value
-
-
-def property_schema(tools: ToolSchemas, tool: str, argument: str) -> Any:
-    """The schema of ``argument`` in ``tool``'s parameters; None when the tool was not offered or
-    does not declare the property."""
-    parameters = tools.get(tool)
-    properties = parameters.get("properties") if isinstance(parameters, dict) else None
-    if not isinstance(properties, dict):
-        return None
-    return properties.get(argument)
-
-
-def typed_value(text: str, schema: Any) -> Any:
-    """An argument value the model wrote as text -> its JSON value, typed by the property's schema.
-
-    A string property keeps the text as it is (a nullable one reads ``null``/``None`` as null; one
-    that also admits other types takes the text's JSON value when it is one of them). Any other
-    typed property is JSON-decoded, else read as a Python literal (``True``/``False``/``None``,
-    single-quoted containers), else kept as the text. A property of unknown type (no schema, an
-    undeclared argument, an unknown tool) is its JSON value when the text is JSON, else the text.
-    Callers strip the format's own delimiters (Qwen3-Coder's newline around the value) first.
-    """
-    types = _schema_types(schema)
-    if types is None:
-        try:
-            return json.loads(text, parse_constant=_reject_constant)
-        except (ValueError, RecursionError):
-            return text
-    if "string" in types:
-        if "null" in types and text.strip().lower() in ("null", "none"):
-            return None
-        others = types - {"string", "null"}
-        if others:
-            value = _decode_literal(text.strip())
-            kind = _json_type(value)
-            if kind in others or (kind == "integer" and "number" in others):
-                return value
-        return text
-    if "boolean" in types and text.strip().lower() in ("true", "false"):
-        return text.strip().lower() == "true"
-    value = _decode_literal(text.strip())
-    return text if value is _NOT_DECODED else value
-
-
-def text_value_regex(schema: Any, schema_regex: SchemaRegex) -> str:
-    """The regex of an argument value written as text, for the :data:`CallRegex` of XML-style
-    formats; :func:`typed_value` reads what it admits back as the same value.
-
-    A property that is only a string is raw text without ``<`` (the markup's delimiter: a forced
-    string value cannot contain ``<``): its ``enum``/``const`` the literal texts, its ``pattern``
-    or ``format`` the unquoted string regex, its length bounds a bounded repeat. A nullable or
-    mixed string property is any such text. Every other property is its compact JSON
-    (``schema_regex``, which also refuses keywords the grammar cannot enforce).
-    """
-    json_regex = schema_regex(schema)
-    types = _schema_types(schema)
-    if not types or "string" not in types:
-        return json_regex
-    if types != {"string"}:
-        return "[^<]*"
-    literals = schema.get("enum") if isinstance(schema.get("enum"), list) else None
-    if "const" in schema:
-        literals = [schema["const"]]
-    if literals is not None:
-        return "(" + "|".join(regex_literal(value) for value in literals) + ")"
-    if "pattern" in schema or "format" in schema:
-        # outlines-core writes these as '"regex"' or '("regex")': the quotes are JSON's, not the text's.
-        inner = json_regex[2:-2] if json_regex.startswith('("') and json_regex.endswith('")') else json_regex[1:-1]
-        return f"({inner})"
-    low, high = schema.get("minLength"), schema.get("maxLength")
-    if isinstance(low, int) or isinstance(high, int):
-        return f"[^<]{{{low if isinstance(low, int) else 0},{high if isinstance(high, int) else ''}}}"
-    return "[^<]*"
-
-
-def schema_arguments(parameters: Any) -> list[tuple[str, Any, bool]]:
-    """(name, schema, required) of each declared property of a tool's parameters schema, in the
-    schema's order, for call regexes that write arguments one by one. The schema's ``$defs`` /
-    ``definitions`` go along with each property so its ``$ref`` still resolve."""
-    if not isinstance(parameters, dict) or not isinstance(parameters.get("properties"), dict):
-        return []
-    required: list[Any] = parameters["required"] if isinstance(parameters.get("required"), list) else []
-    shared = {key: parameters[key] for key in ("$defs", "definitions") if key in parameters}
-    arguments = []
-    for name, schema in parameters["properties"].items():
-        if shared and isinstance(schema, dict):
-            schema = {**shared, **schema}
-        arguments.append((name, schema, name in required))
-    return arguments
 
 
 @dataclass

@@ -24,16 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ovserve.parsers.base import (
-    PayloadError,
-    ReasoningFormat,
-    SchemaRegex,
-    ToolCall,
-    ToolCallFormat,
-    ToolSchemas,
-    regex_literal,
-)
+from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall
 from ovserve.parsers.reasoning import ReasoningSpan
+from ovserve.parsers.schemas import SchemaRegex, ToolSchemas, regex_literal
 from ovserve.parsers.segments import arguments_at, expect, skip_space, until
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"

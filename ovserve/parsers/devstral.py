@@ -15,7 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ovserve.parsers import mistral
-from ovserve.parsers.base import SchemaRegex, ToolCallFormat, nine_alphanumerics, regex_literal
+from ovserve.parsers.base import ToolCallFormat
+from ovserve.parsers.calls import nine_alphanumerics
+from ovserve.parsers.schemas import SchemaRegex, regex_literal
 
 
 def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:

@@ -48,16 +48,9 @@ import re
 from enum import Enum
 
 from ovserve.json_types import JsonObject, JsonValue
-from ovserve.parsers.base import (
-    OutputParser,
-    Parsed,
-    ParserContext,
-    PayloadError,
-    ReasoningFormat,
-    ToolCall,
-    ToolCallFormat,
-    ToolSchemas,
-)
+from ovserve.parsers.base import OutputParser, Parsed, ParserContext, ReasoningFormat, ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall
+from ovserve.parsers.schemas import ToolSchemas
 
 TOOL_CALL_START = "<|tool_call>"
 TOOL_CALL_END = "<tool_call|>"
@@ -203,7 +196,7 @@ def _calls(reader: _Reader) -> list[ToolCall]:
             raise PayloadError(f"expected call:NAME{{...}}, got {payload[:40]!r}")
         reader.position = brace
         arguments = reader.object()
-        calls.append(ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False)))
+        calls.append(ToolCall(name=name, arguments=arguments))
         reader.skip_space()
         if reader.at_end():
             return calls

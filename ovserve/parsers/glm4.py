@@ -29,16 +29,14 @@ the call short (the block comes back as content).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ovserve.json_types import JsonObject
-from ovserve.parsers.base import (
+from ovserve.parsers.base import ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall
+from ovserve.parsers.schemas import (
     CallRegex,
-    PayloadError,
     SchemaRegex,
-    ToolCall,
-    ToolCallFormat,
     ToolSchemas,
     property_schema,
     regex_literal,
@@ -99,7 +97,7 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
         value_end = _value_end(payload, value_start)
         arguments[key] = typed_value(payload[value_start:value_end], property_schema(tools, name, key))
         position = _skip_separators(payload, value_end + len(VALUE_END))
-    return [ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))]
+    return [ToolCall(name=name, arguments=arguments)]
 
 
 def open_payload(payload: str) -> bool:

@@ -61,16 +61,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
 
-from ovserve.parsers.base import (
-    OutputParser,
-    Parsed,
-    ParserContext,
-    PayloadError,
-    ReasoningFormat,
-    ToolCall,
-    ToolCallFormat,
-    ToolSchemas,
-)
+from ovserve.parsers.base import OutputParser, Parsed, ParserContext, ReasoningFormat, ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall
+from ovserve.parsers.schemas import ToolSchemas
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +260,7 @@ def _decode_call(name: str, body: str) -> ToolCall:
         raise PayloadError(f"{name}: arguments are not JSON: {exc}") from exc
     if not isinstance(arguments, dict):
         raise PayloadError(f"{name}: arguments must be a JSON object")
-    return ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))
+    return ToolCall(name=name, arguments=arguments)
 
 
 def _no_constant(name: str) -> Any:

@@ -20,17 +20,10 @@ so too).
 
 from __future__ import annotations
 
-from ovserve.parsers.base import (
-    PayloadError,
-    ReasoningFormat,
-    ToolCall,
-    ToolCallFormat,
-    ToolSchemas,
-    call_from_object,
-    decode_json,
-    json_object_call,
-)
+from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall, call_from_object, decode_json
 from ovserve.parsers.reasoning import ReasoningSpan
+from ovserve.parsers.schemas import ToolSchemas, json_object_call
 
 TOOL_CALL = "<|tool_call|>"
 TOOL_CALL_TEXT = "<tool_call>"

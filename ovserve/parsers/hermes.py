@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from ovserve.parsers.base import (
-    ToolCall,
-    ToolCallFormat,
-    ToolSchemas,
-    call_from_object,
-    decode_json,
-    inside_json_string,
-    json_object_call,
-)
+from ovserve.parsers.base import ToolCallFormat, inside_json_string
+from ovserve.parsers.calls import ToolCall, call_from_object, decode_json
+from ovserve.parsers.schemas import ToolSchemas, json_object_call
 
 
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:

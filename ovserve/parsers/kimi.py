@@ -21,14 +21,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ovserve.parsers.base import (
-    PayloadError,
-    SchemaRegex,
-    ToolCall,
-    ToolCallFormat,
-    ToolSchemas,
-    regex_literal,
-)
+from ovserve.parsers.base import ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall
+from ovserve.parsers.schemas import SchemaRegex, ToolSchemas, regex_literal
 from ovserve.parsers.segments import arguments_at, expect, skip_space, until
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
-from ovserve.parsers.base import PayloadError, ToolCall, ToolCallFormat, ToolSchemas, call_from_object, json_object_call
+from ovserve.parsers.base import ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall, call_from_object
+from ovserve.parsers.schemas import ToolSchemas, json_object_call
 
 
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:

@@ -37,15 +37,9 @@ import tokenize
 from typing import Any
 
 from ovserve.json_types import JsonObject
-from ovserve.parsers.base import (
-    PayloadError,
-    SchemaRegex,
-    ToolCall,
-    ToolCallFormat,
-    ToolSchemas,
-    regex_literal,
-    schema_arguments,
-)
+from ovserve.parsers.base import ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall, json_value, reject_json_constant
+from ovserve.parsers.schemas import SchemaRegex, ToolSchemas, regex_literal, schema_arguments
 
 START, END = "<|tool_call_start|>", "<|tool_call_end|>"
 FENCE = "```"
@@ -62,10 +56,6 @@ class _JsonNames(ast.NodeTransformer):
         if node.id in _JSON_NAMES:
             return ast.copy_location(ast.Constant(_JSON_NAMES[node.id]), node)
         return node
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _keyword_names_renamed(source: str) -> str:
@@ -86,12 +76,12 @@ def _keyword_names_renamed(source: str) -> str:
 def _value(source: str, node: ast.expr) -> Any:
     segment = ast.get_source_segment(source, node) or ""
     try:
-        return json.loads(segment, parse_constant=_reject_constant)
+        return json.loads(segment, parse_constant=reject_json_constant)
     except (ValueError, RecursionError):
         pass
     try:
-        value = ast.literal_eval(_JsonNames().visit(node))
-        json.dumps(value, allow_nan=False)
+        # As JSON writes it (a tuple a list); sets, bytes, complex, nan have no JSON value.
+        value = json_value(ast.literal_eval(_JsonNames().visit(node)))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
         raise PayloadError(f"argument {segment!r} is not a literal") from exc
     return value
@@ -128,7 +118,7 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
         match = _CALL.fullmatch(line.strip())
         if match is None:
             raise PayloadError(f"not a call: {line!r}")
-        calls.append(ToolCall(name=match[1], arguments=json.dumps(_arguments(match[2]), ensure_ascii=False)))
+        calls.append(ToolCall(name=match[1], arguments=_arguments(match[2])))
     if not calls:
         raise PayloadError("no call")
     return calls

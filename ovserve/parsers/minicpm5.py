@@ -21,15 +21,13 @@ value. Limit: a value that contains ``</param>`` and then ``</function>`` still 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ovserve.json_types import JsonObject
-from ovserve.parsers.base import (
-    PayloadError,
+from ovserve.parsers.base import ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall
+from ovserve.parsers.schemas import (
     SchemaRegex,
-    ToolCall,
-    ToolCallFormat,
     ToolSchemas,
     property_schema,
     regex_literal,
@@ -87,7 +85,7 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
         end = _value_end(payload, start)
         arguments[argument] = typed_value(_text(payload[start:end]), property_schema(tools, name, argument))
         position = end + len(PARAMETER_END)
-    return [ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))]
+    return [ToolCall(name=name, arguments=arguments)]
 
 
 def open_payload(payload: str) -> bool:

@@ -8,17 +8,9 @@ markers are control tokens of Mistral's tokenizers (``special_tokens``)."""
 
 from __future__ import annotations
 
-from ovserve.parsers.base import (
-    PayloadError,
-    ReasoningFormat,
-    ToolCall,
-    ToolCallFormat,
-    ToolSchemas,
-    call_from_object,
-    decode_json,
-    json_object_call,
-    nine_alphanumerics,
-)
+from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall, call_from_object, decode_json, nine_alphanumerics
+from ovserve.parsers.schemas import ToolSchemas, json_object_call
 
 MARKER = "[TOOL_CALLS]"
 ARGS = "[ARGS]"

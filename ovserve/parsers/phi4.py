@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from ovserve.parsers.base import (
-    PayloadError,
-    ToolCall,
-    ToolCallFormat,
-    ToolSchemas,
-    call_from_object,
-    decode_json,
-    json_object_call,
-)
+from ovserve.parsers.base import ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall, call_from_object, decode_json
+from ovserve.parsers.schemas import ToolSchemas, json_object_call
 
 
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:

@@ -27,14 +27,15 @@ a callee that is not a plain name, any other expression, non-finite floats, lone
 from __future__ import annotations
 
 import ast
-import json
 import keyword
 import math
 from typing import Any
 
 from ovserve.errors import BadRequestError
 from ovserve.json_types import JsonObject, JsonValue
-from ovserve.parsers.base import PayloadError, SchemaRegex, ToolCall, ToolCallFormat, ToolSchemas
+from ovserve.parsers.base import ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall
+from ovserve.parsers.schemas import SchemaRegex, ToolSchemas
 
 BARE = "["
 PYTHON_START = "<|python_start|>"
@@ -66,7 +67,7 @@ def _call(node: ast.expr) -> ToolCall:
         if argument.arg is None:
             raise PayloadError(f"{node.func.id}: ** arguments are not literals")
         arguments[argument.arg] = _value(argument.value)
-    return ToolCall(name=node.func.id, arguments=json.dumps(arguments, ensure_ascii=False))
+    return ToolCall(name=node.func.id, arguments=arguments)
 
 
 def _value(node: ast.expr) -> JsonValue:

@@ -31,16 +31,14 @@ cut short there, and the block comes back as content; a bare ``<function=...>`` 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from ovserve.json_types import JsonObject
-from ovserve.parsers.base import (
-    PayloadError,
+from ovserve.parsers.base import ToolCallFormat
+from ovserve.parsers.calls import PayloadError, ToolCall
+from ovserve.parsers.schemas import (
     SchemaRegex,
-    ToolCall,
-    ToolCallFormat,
     ToolSchemas,
     property_schema,
     regex_literal,
@@ -119,7 +117,7 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     arguments: JsonObject = {}
     for argument, text in _parameters(payload[close + 1 : -len(FUNCTION_END)]):
         arguments[argument] = typed_value(_without_delimiting_newlines(text), property_schema(tools, name, argument))
-    return [ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))]
+    return [ToolCall(name=name, arguments=arguments)]
 
 
 def open_payload(payload: str) -> bool:

@@ -3,7 +3,7 @@
 ``<|tool_call_begin|>ID<|tool_call_argument_begin|>{...}<|tool_call_end|>``).
 
 Positions walk forward through one payload; every helper raises
-:class:`~ovserve.parsers.base.PayloadError` when the text is not what the format writes there, so
+:class:`~ovserve.parsers.calls.PayloadError` when the text is not what the format writes there, so
 a malformed block goes back to the client as content. Arguments are read with a JSON decoder
 rather than cut at the next marker, so marker text inside an argument string is just text.
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 
-from ovserve.parsers.base import PayloadError
+from ovserve.json_types import JsonObject
+from ovserve.parsers.calls import PayloadError
 
 _DECODER = json.JSONDecoder()
 
@@ -39,9 +40,8 @@ def until(text: str, position: int, marker: str) -> tuple[str, int]:
     return text[position:found].strip(), found + len(marker)
 
 
-def arguments_at(text: str, position: int) -> tuple[str, int]:
-    """The JSON object starting at ``position`` (after whitespace) as OpenAI's arguments string,
-    and the position after it."""
+def arguments_at(text: str, position: int) -> tuple[JsonObject, int]:
+    """The JSON object starting at ``position`` (after whitespace), and the position after it."""
     position = skip_space(text, position)
     try:
         value, end = _DECODER.raw_decode(text, position)
@@ -49,4 +49,4 @@ def arguments_at(text: str, position: int) -> tuple[str, int]:
         raise PayloadError(f"arguments are not JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise PayloadError("arguments must be a JSON object")
-    return json.dumps(value, ensure_ascii=False), end
+    return value, end

@@ -18,7 +18,7 @@ from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.dialects.openai.responses.request import ResponsesRequest
 from ovserve.dialects.openai.responses.store import ResponseStore
-from ovserve.parsers.base import ToolCall as ParsedCall
+from ovserve.parsers.calls import ToolCall as ParsedCall
 
 
 def delta(choice: int = 0, content: str = "", **fields: Any) -> Delta:
@@ -115,14 +115,14 @@ async def test_chat_messages_become_parts_with_their_json_paths() -> None:
     system, user, assistant = conversation.messages
     assert (system.role, system.parts) == ("system", [Text("Be brief.", "messages.0.content")])
     assert user.parts == [Text("Look:", "messages.1.content.0"), Image("x.png", "messages.1.content.1.image_url")]
-    assert assistant.parts == [ToolCall("c1", "f", "{}", "messages.2.tool_calls.0")]
+    assert assistant.parts == [ToolCall("c1", "f", {}, "messages.2.tool_calls.0")]
     assert conversation.tool_choice == ForcedTool("f")
     assert conversation.tools[0].parameters_origin == "tools.0.function.parameters"
     assert (conversation.sampling.max_tokens, conversation.sampling.max_tokens_param) == (5, "max_completion_tokens")
 
 
 async def test_chat_renders_scripted_steps_as_chunks_and_a_completion() -> None:
-    call = ParsedCall(id="call_1", name="f", arguments='{"a":1}')
+    call = ParsedCall(id="call_1", name="f", arguments={"a": 1})
     script = [
         delta(reasoning="hm", first=True),
         delta(content="Hi"),
@@ -140,13 +140,13 @@ async def test_chat_renders_scripted_steps_as_chunks_and_a_completion() -> None:
         "type": "function",
         "function": {"name": "f", "arguments": ""},
     }
-    assert deltas[4]["tool_calls"][0] == {"index": 0, "function": {"arguments": '{"a":1}'}}
+    assert deltas[4]["tool_calls"][0] == {"index": 0, "function": {"arguments": '{"a": 1}'}}
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
     unary = await endpoint.complete(prepared)
     message = unary.choices[0].message
     assert (message.content, message.reasoning_content) == ("Hi", "hm")
-    assert message.tool_calls is not None and message.tool_calls[0].function.arguments == '{"a":1}'
+    assert message.tool_calls is not None and message.tool_calls[0].function.arguments == '{"a": 1}'
     assert (unary.usage.prompt_tokens, unary.usage.completion_tokens, unary.usage.total_tokens) == (7, 3, 10)
 
 
@@ -177,7 +177,7 @@ async def test_responses_items_become_one_conversation_with_their_json_paths() -
     assert user.parts == [Text("a", "input.0.content.0"), Image("i", "input.0.content.1.image_url")]
     assert user.content_origin == "input.0.content"
     # Reasoning and the call that follows it are one assistant turn.
-    assert assistant.parts == [Reasoning("think", "input.1"), ToolCall("c1", "f", "{}", "input.2")]
+    assert assistant.parts == [Reasoning("think", "input.1"), ToolCall("c1", "f", {}, "input.2")]
     assert (tool.role, tool.tool_call_id, tool.texts) == ("tool", "c1", ["42"])
     assert (conversation.sampling.max_tokens, conversation.sampling.max_tokens_param) == (9, "max_output_tokens")
     assert conversation.output_format is not None and conversation.output_format.origin == "text.format"

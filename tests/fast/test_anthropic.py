@@ -345,7 +345,7 @@ def test_messages_become_parts_with_their_json_paths() -> None:
     assert user.parts == [Text("Look:", "messages.0.content.0"), Image("http://x/a.png", "messages.0.content.1.source")]
     assert assistant.parts == [
         Reasoning("hm", "messages.1.content.0"),
-        ToolCall("toolu_1", "get_weather", '{"city": "Paris"}', "messages.1.content.2"),
+        ToolCall("toolu_1", "get_weather", {"city": "Paris"}, "messages.1.content.2"),
     ]
     assert (tool.role, tool.tool_call_id, tool.texts) == ("tool", "toolu_1", ["Error: no network"])
     assert user2.parts == [Text("Try again", "messages.2.content.1")]

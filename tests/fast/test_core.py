@@ -61,7 +61,7 @@ async def test_offered_tools_are_parsed_into_tool_call_steps() -> None:
     tool = Tool("lookup", "tools.0", parameters={"type": "object"}, parameters_origin="tools.0.parameters")
     deltas, _ = await steps_of(generation, conversation(tools=[tool]))
     calls = [call for delta in deltas for call in delta.tool_calls]
-    assert [(call.name, call.arguments) for call in calls] == [("lookup", '{"q": "x"}')]
+    assert [(call.name, call.arguments) for call in calls] == [("lookup", {"q": "x"})]
     assert deltas[-1].finish_reason == "tool_calls"
     assert "".join(delta.content for delta in deltas) == "Let me check."
     fast.model.tokenizer.close()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from ovserve.core.job import Delta
 from ovserve.dialects.openai.chat import response as body
 from ovserve.dialects.openai.chat.adapter import TextChunks
-from ovserve.parsers.base import ToolCall
+from ovserve.parsers.calls import ToolCall
 
 
 def _job(include_usage: bool, model: str = "m") -> Any:
@@ -69,7 +69,7 @@ def test_control_characters_quotes_and_non_ascii_text() -> None:
 
 def test_every_other_step_is_left_to_the_models() -> None:
     chunks = TextChunks(_job(include_usage=False))
-    call = ToolCall(id="c", name="f", arguments="{}")
+    call = ToolCall(id="c", name="f", arguments={})
     for delta in (
         _delta(content="hi", first=True),  # the role chunk comes first
         _delta(content="hi", finish_reason="stop"),

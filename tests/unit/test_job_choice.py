@@ -51,7 +51,7 @@ def test_choice_splits_reasoning_content_and_tool_calls_across_deltas() -> None:
     assert all(delta is not None for delta in deltas)
     steps = [delta for delta in deltas if delta is not None]
     assert (choice.parsed.reasoning, choice.parsed.content) == ("hm", "Let me look.")
-    assert [(call.name, call.arguments) for call in choice.tool_calls] == [("get_time", '{"tz": "UTC"}')]
+    assert [(call.name, call.arguments) for call in choice.tool_calls] == [("get_time", {"tz": "UTC"})]
     # The stream's steps add up to the unary result; only the first is marked first.
     assert "".join(step.content for step in steps) == choice.parsed.content
     assert sum(len(step.tool_calls) for step in steps) == 1

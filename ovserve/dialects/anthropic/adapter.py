@@ -36,7 +36,6 @@ keeps the connection busy (``ovserve.api.sse``: a keep-alive every 10 s of silen
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
@@ -167,8 +166,7 @@ class _Turns:
             elif isinstance(block, ThinkingBlockParam):
                 turn.parts.append(Reasoning(block.thinking, where))
             elif isinstance(block, ToolUseBlockParam):
-                arguments = json.dumps(block.input, ensure_ascii=False)
-                turn.parts.append(ToolCall(block.id, block.name, arguments, where))
+                turn.parts.append(ToolCall(block.id, block.name, block.input, where))
                 self.tool_use_ids.add(block.id)
             elif not isinstance(block, RedactedThinkingBlockParam):
                 raise BadRequestError(

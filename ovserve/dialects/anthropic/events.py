@@ -42,8 +42,7 @@ from ovserve.dialects.anthropic.response import (
     ToolUseBlock,
 )
 from ovserve.dialects.body import EncodedBody, Template, json_string, text_hole
-from ovserve.json_types import JsonObject
-from ovserve.parsers.base import ToolCall
+from ovserve.parsers.calls import ToolCall
 
 OpenKind = Literal["thinking", "text"]
 
@@ -60,16 +59,6 @@ def tool_use_id(call: ToolCall) -> str:
 
 def signature(thinking: str) -> str:
     return base64.b64encode(hashlib.sha256(b"ovserve thinking\0" + thinking.encode()).digest()).decode()
-
-
-def tool_input(call: ToolCall) -> JsonObject:
-    """The call's arguments as an object (the parsers guarantee a JSON object; anything else is
-    kept under ``arguments`` rather than lost)."""
-    try:
-        value = json.loads(call.arguments)
-    except ValueError:
-        return {"arguments": call.arguments}
-    return value if isinstance(value, dict) else {"arguments": value}
 
 
 class BlockBuilder:
@@ -104,10 +93,11 @@ class BlockBuilder:
         for call in delta.tool_calls:
             yield from self._close()
             self._held = ""
-            block = ToolUseBlock(type="tool_use", id=tool_use_id(call), name=call.name, input=tool_input(call))
+            block = ToolUseBlock(type="tool_use", id=tool_use_id(call), name=call.name, input=call.arguments)
             index = len(self.blocks)
             self.blocks.append(block)
-            # The input streams as JSON text; the block starts empty, as Anthropic's does.
+            # The input streams as JSON text (Anthropic's input_json_delta, the object's own encoding:
+            # OpenAI's arguments string is not involved); the block starts empty, as Anthropic's does.
             yield ContentBlockStartEvent(
                 type="content_block_start", index=index, content_block=block.model_copy(update={"input": {}})
             )

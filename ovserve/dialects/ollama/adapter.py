@@ -30,7 +30,6 @@ Mapping (docs/ollama.md has the whole field table):
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -55,6 +54,7 @@ from ovserve.core.conversation import (
     ToolChoice,
 )
 from ovserve.core.job import Delta, Job
+from ovserve.dialects.body import EncodedBody, Template, json_string, text_hole
 from ovserve.dialects.ollama import request as req
 from ovserve.dialects.ollama.response import (
     AssistantMessage,
@@ -68,9 +68,7 @@ from ovserve.dialects.ollama.response import (
     timestamp,
 )
 from ovserve.errors import OvserveError, UnsupportedParameterError
-from ovserve.json_types import JsonObject
 from ovserve.models.served import ModelRegistry, ServedModel
-from ovserve.parsers.base import ToolCall as ParsedCall
 
 # Base64 starts of the image formats a client sends (Ollama's images carry no media type).
 _IMAGE_MAGIC = {"iVBORw0KGgo": "image/png", "/9j/": "image/jpeg", "R0lGOD": "image/gif", "UklGR": "image/webp"}
@@ -129,8 +127,7 @@ def _message(message: req.Message, origin: str) -> Message:
         parts.append(Text(message.content, f"{origin}.content"))
     parts.extend(_image(data, f"{origin}.images.{index}") for index, data in enumerate(message.images or []))
     for index, call in enumerate(message.tool_calls or []):
-        arguments = json.dumps(call.function.arguments, ensure_ascii=False)
-        parts.append(ToolCall(call.id, call.function.name, arguments, f"{origin}.tool_calls.{index}"))
+        parts.append(ToolCall(call.id, call.function.name, call.function.arguments, f"{origin}.tool_calls.{index}"))
     return Message(
         role=message.role,
         content_origin=f"{origin}.content",
@@ -185,14 +182,6 @@ def generate_conversation(request: req.GenerateRequest) -> Conversation:
         output_format=_output_format(request.format),
         reasoning_effort=_effort(request.think),
     )
-
-
-def _arguments(call: ParsedCall) -> JsonObject:
-    try:
-        arguments = json.loads(call.arguments)
-    except ValueError:
-        return {}
-    return arguments if isinstance(arguments, dict) else {"value": arguments}
 
 
 @dataclass(slots=True)
@@ -282,8 +271,9 @@ class OllamaEndpoint:
         """The stream's lines merged: its texts concatenated, its calls in order, its last line's stats."""
         content, thinking, calls = [], [], []
         last: OllamaLine | None = None
-        async with contextlib.aclosing(self.stream(call)) as lines:
+        async with contextlib.aclosing(self._lines(call, None)) as lines:
             async for line in lines:
+                assert not isinstance(line, EncodedBody)  # no text lines: every line is its model
                 last = line
                 if isinstance(line, ChatResponse):
                     content.append(line.message.content)
@@ -306,7 +296,15 @@ class OllamaEndpoint:
                 last.thinking = "".join(thinking)
         return last
 
-    async def stream(self, call: OllamaCall) -> AsyncGenerator[OllamaLine, None]:
+    def stream(self, call: OllamaCall) -> AsyncGenerator[OllamaLine | EncodedBody, None]:
+        """The stream's lines, those that only add text encoded without their models (:class:`TextLines`)."""
+        return self._lines(call, TextLines.of(call))
+
+    async def _lines(
+        self, call: OllamaCall, text_lines: TextLines | None
+    ) -> AsyncGenerator[OllamaLine | EncodedBody, None]:
+        """The lines of the stream (``text_lines``: how those that only add text are encoded;
+        None: as models, for :meth:`complete`)."""
         job, timing = call.job, call.timing
         timing.generating = time.perf_counter_ns()
         timing.load = job.lease.waited_ns if job.lease is not None else 0
@@ -316,7 +314,9 @@ class OllamaEndpoint:
                 if delta.first and not timing.first_output:
                     timing.first_output = time.perf_counter_ns()
                 finish = delta.finish_reason or finish
-                if delta.content or delta.reasoning or delta.tool_calls:
+                if text_lines is not None and (encoded := text_lines.of_step(delta)) is not None:
+                    yield encoded
+                elif delta.content or delta.reasoning or delta.tool_calls:
                     yield _line(call, delta)
         timing.finished = time.perf_counter_ns()
         job.release()  # the engine's part is over: keep_alive counts from now (see the module doc)
@@ -328,6 +328,47 @@ class OllamaEndpoint:
 
     def failure_event(self, call: OllamaCall, error: OvserveError) -> ErrorResponse:
         return ErrorResponse(error=error_message(error))
+
+
+class TextLines:
+    """A streamed step that only adds content or only thinking, as its line encoded without its
+    models: the line is encoded once per stream and kind, with holes for ``created_at`` and the
+    text. Byte for byte :func:`_line`'s encoding (tests/unit/test_stream_templates.py)."""
+
+    def __init__(self, content: Template, thinking: Template) -> None:
+        self._content = content
+        self._thinking = thinking
+
+    @classmethod
+    def of(cls, call: OllamaCall) -> TextLines | None:
+        """The stream's text lines; None if its model's name holds a hole's marker."""
+        created, text = text_hole(0), text_hole(1)
+        model = call.job.model.name
+        content: OllamaLine
+        thinking: OllamaLine
+        if call.chat:
+            message = AssistantMessage(role="assistant", content=text)
+            content = ChatResponse(model=model, created_at=created, message=message, done=False)
+            message = AssistantMessage(role="assistant", content="", thinking=text)
+            thinking = ChatResponse(model=model, created_at=created, message=message, done=False)
+        else:
+            content = GenerateResponse(model=model, created_at=created, response=text, done=False)
+            thinking = GenerateResponse(model=model, created_at=created, response="", thinking=text, done=False)
+        with_content, with_thinking = Template.of(content, created, text), Template.of(thinking, created, text)
+        return None if with_content is None or with_thinking is None else cls(with_content, with_thinking)
+
+    def of_step(self, delta: Delta) -> EncodedBody | None:
+        """The line of ``delta``; None unless it only adds content or only thinking."""
+        if delta.tool_calls:
+            return None
+        if delta.content and not delta.reasoning:
+            template, text = self._content, delta.content
+        elif delta.reasoning and not delta.content:
+            template, text = self._thinking, delta.reasoning
+        else:
+            return None
+        # A timestamp is digits, '-', ':', '.', 'T' and 'Z': nothing JSON escapes.
+        return template.fill(f'"{timestamp()}"', json_string(text))
 
 
 def _line(call: OllamaCall, delta: Delta | None) -> OllamaLine:
@@ -347,7 +388,7 @@ def _line(call: OllamaCall, delta: Delta | None) -> OllamaLine:
             CalledTool(
                 id=parsed.id,
                 function=CalledFunction(
-                    index=delta.calls_before + offset, name=parsed.name, arguments=_arguments(parsed)
+                    index=delta.calls_before + offset, name=parsed.name, arguments=parsed.arguments
                 ),
             )
             for offset, parsed in enumerate(delta.tool_calls)

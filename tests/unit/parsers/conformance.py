@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from ovserve.core.output import parse_text
-from ovserve.parsers.base import NO_TOOLS, ReasoningFormat, ToolCallFormat, ToolSchemas
+from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
+from ovserve.parsers.schemas import NO_TOOLS, ToolSchemas
 
 CHUNK_SIZES = (None, 1, 3, 7)
 

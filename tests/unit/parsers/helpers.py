@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from ovserve.parsers.base import Extracted, ToolCallExtractor, ToolCallFormat
 
 
@@ -12,7 +10,7 @@ def run(fmt: ToolCallFormat, pieces: list[str]) -> tuple[str, list[tuple[str, di
     outputs: list[Extracted] = [extractor.push(piece) for piece in pieces]
     outputs.append(extractor.finish())
     content = "".join(out.content for out in outputs)
-    calls = [(call.name, json.loads(call.arguments)) for out in outputs for call in out.tool_calls]
+    calls = [(call.name, call.arguments) for out in outputs for call in out.tool_calls]
     return content, calls
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ovserve.core.guided import schema_regex
 from ovserve.errors import BadRequestError
-from ovserve.parsers.base import property_schema, schema_arguments, text_value_regex, typed_value
+from ovserve.parsers.schemas import property_schema, schema_arguments, text_value_regex, typed_value
 
 SCHEMA_REGEX = functools.partial(schema_regex, param="tools")
 

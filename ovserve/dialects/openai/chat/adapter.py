@@ -41,7 +41,8 @@ from ovserve.dialects.openai.common import ErrorBody, Usage
 from ovserve.dialects.openai.request import ConstStringFormat, JSONObjectFormat
 from ovserve.dialects.openai.request import RegexFormat as RegexRequestFormat
 from ovserve.errors import OvserveError
-from ovserve.parsers.base import ToolCall as ParsedToolCall
+from ovserve.parsers.calls import ToolCall as ParsedToolCall
+from ovserve.parsers.calls import arguments_json
 
 
 def conversation_of(request: ChatCompletionRequest) -> Conversation:
@@ -89,7 +90,7 @@ def _message(message: ChatMessage, origin: str) -> Message:
                 parts.append(Image(url, f"{where}.image_url"))
     for position, call in enumerate(message.tool_calls or []):
         where = f"{origin}.tool_calls.{position}"
-        parts.append(ToolCall(call.id, call.function.name, call.function.arguments, where))
+        parts.append(ToolCall.from_text(call.id, call.function.name, call.function.arguments, where))
     return Message(
         role="system" if message.role == "developer" else message.role,
         content_origin=f"{origin}.content",
@@ -247,7 +248,7 @@ def _pieces(delta: Delta) -> Iterator[body.Delta]:
         # OpenAI's order: id, type and name first, then the arguments (concatenated, the final JSON).
         function = body.FunctionCallDelta(name=call.name, arguments="")
         yield body.Delta(tool_calls=[body.ToolCallDelta(index=index, id=call.id, type="function", function=function)])
-        arguments = body.FunctionCallDelta(arguments=call.arguments)
+        arguments = body.FunctionCallDelta(arguments=arguments_json(call.arguments))
         yield body.Delta(tool_calls=[body.ToolCallDelta(index=index, function=arguments)])
 
 
@@ -260,7 +261,9 @@ def _message_body(content: str, reasoning: str, calls: list[ParsedToolCall]) -> 
         message.content = content if content.strip() else None
         message.tool_calls = [
             body.MessageToolCall(
-                id=call.id, type="function", function=body.CalledFunction(name=call.name, arguments=call.arguments)
+                id=call.id,
+                type="function",
+                function=body.CalledFunction(name=call.name, arguments=arguments_json(call.arguments)),
             )
             for call in calls
         ]

@@ -154,7 +154,7 @@ class _Messages:
             case ReasoningItem():
                 self.assistant(origin).parts.append(Reasoning(item.text(), origin))
             case FunctionCallItem():
-                self.assistant(origin).parts.append(ToolCall(item.call_id, item.name, item.arguments, origin))
+                self.assistant(origin).parts.append(ToolCall.from_text(item.call_id, item.name, item.arguments, origin))
             case FunctionCallOutputItem():
                 output = Text(item.output_text(), inner("output"))
                 self.add(Message("tool", inner("output"), [output], tool_call_id=item.call_id))

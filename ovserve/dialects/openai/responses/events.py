@@ -34,7 +34,7 @@ from ovserve.dialects.openai.responses.response import (
     ResponseTextDeltaEvent,
     ResponseTextDoneEvent,
 )
-from ovserve.parsers.base import ToolCall
+from ovserve.parsers.calls import ToolCall, arguments_json
 
 TextItem = OutputMessage | OutputReasoning
 
@@ -181,13 +181,14 @@ class OutputBuilder:
         ]  # fmt: skip
 
     def _call(self, call: ToolCall) -> list[ResponseStreamEvent]:
+        arguments = arguments_json(call.arguments)  # OpenAI's string, written once for the item and its events
         item = OutputFunctionCall(
             id=new_id("fc"),
             type="function_call",
             status="completed",
             call_id=call.id,
             name=call.name,
-            arguments=call.arguments,
+            arguments=arguments,
         )
         self.items.append(item)
         index = len(self.items) - 1
@@ -198,11 +199,11 @@ class OutputBuilder:
             ),
             ResponseFunctionCallArgumentsDeltaEvent(
                 type="response.function_call_arguments.delta", sequence_number=self._number(),
-                item_id=item.id, output_index=index, delta=call.arguments,
+                item_id=item.id, output_index=index, delta=arguments,
             ),
             ResponseFunctionCallArgumentsDoneEvent(
                 type="response.function_call_arguments.done", sequence_number=self._number(),
-                item_id=item.id, output_index=index, name=call.name, arguments=call.arguments,
+                item_id=item.id, output_index=index, name=call.name, arguments=arguments,
             ),
             ResponseOutputItemDoneEvent(
                 type="response.output_item.done", sequence_number=self._number(), output_index=index, item=item
