@@ -5,8 +5,9 @@ about names: an unknown field is kept (``extra="allow"``) and reported by
 :meth:`PromptRequest.unknown_fields`, so clients that send newer options (Claude Code's
 ``context_management``, ``output_config``) are served; ``cache_control`` marks and block fields
 this server has no use for (``citations``) are accepted and ignored. A ``null`` top-level option
-means "not sent". Discriminated unions are tagged with :func:`ovserve.errors.tag`, so a validation
-error names the client's JSON path (``messages.2.content.0.source.media_type``).
+means "not sent". Discriminated unions are written as their members (:mod:`ovserve.dialects.tagged`
+tags them from the members' ``type``), so a validation error names the client's JSON path
+(``messages.2.content.0.source.media_type``).
 
 What pydantic cannot check alone is checked here too, with Anthropic's rules: a forced tool must
 be offered, a thinking budget is at least 1,024 tokens and below ``max_tokens``, server tools
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ovserve.errors import by_type, str_or_list, tag
+from ovserve.dialects.tagged import ByType, StrOrList
 from ovserve.json_types import JsonObject, without_nulls
 
 # Anthropic's image types (its Messages reference: "image/jpeg", "image/png", "image/gif", "image/webp").
@@ -57,10 +58,7 @@ class URLImageSource(Lenient):
     url: str = Field(min_length=1)
 
 
-ImageSource = Annotated[
-    Annotated[Base64ImageSource, Tag(tag("base64"))] | Annotated[URLImageSource, Tag(tag("url"))],
-    Discriminator(by_type(None)),
-]
+ImageSource = Annotated[Base64ImageSource | URLImageSource, ByType()]
 
 
 class ImageBlockParam(Lenient):
@@ -83,22 +81,13 @@ class ToolUseBlockParam(Lenient):
     input: JsonObject
 
 
-ToolResultPart = Annotated[
-    Annotated[TextBlockParam, Tag(tag("text"))] | Annotated[ImageBlockParam, Tag(tag("image"))],
-    Discriminator(by_type(None)),
-]
+ToolResultPart = Annotated[TextBlockParam | ImageBlockParam, ByType()]
 
 
 class ToolResultBlockParam(Lenient):
     type: Literal["tool_result"]
     tool_use_id: str = Field(min_length=1)
-    content: (
-        Annotated[
-            Annotated[str, Tag(tag("str"))] | Annotated[list[ToolResultPart], Tag(tag("list"))],
-            Discriminator(str_or_list),
-        ]
-        | None
-    ) = None
+    content: Annotated[str | list[ToolResultPart], StrOrList()] | None = None
     is_error: bool | None = None
 
 
@@ -114,23 +103,20 @@ class RedactedThinkingBlockParam(Lenient):
 
 
 ContentBlock = Annotated[
-    Annotated[TextBlockParam, Tag(tag("text"))]
-    | Annotated[ImageBlockParam, Tag(tag("image"))]
-    | Annotated[ToolUseBlockParam, Tag(tag("tool_use"))]
-    | Annotated[ToolResultBlockParam, Tag(tag("tool_result"))]
-    | Annotated[ThinkingBlockParam, Tag(tag("thinking"))]
-    | Annotated[RedactedThinkingBlockParam, Tag(tag("redacted_thinking"))],
-    Discriminator(by_type(None)),
+    TextBlockParam
+    | ImageBlockParam
+    | ToolUseBlockParam
+    | ToolResultBlockParam
+    | ThinkingBlockParam
+    | RedactedThinkingBlockParam,
+    ByType(),
 ]
 
 
 class MessageParam(Lenient):
     # "system": Claude Code sends a system message inside messages (its mid-conversation-system beta).
     role: Literal["user", "assistant", "system"]
-    content: Annotated[
-        Annotated[str, Tag(tag("str"))] | Annotated[list[ContentBlock], Tag(tag("list"))],
-        Discriminator(str_or_list),
-    ]
+    content: Annotated[str | list[ContentBlock], StrOrList()]
 
     @property
     def blocks(self) -> list[Any]:
@@ -139,7 +125,7 @@ class MessageParam(Lenient):
 
 # The system prompt's blocks: text only (a discriminated union of one, so that another type is
 # reported as "system.N.type").
-SystemBlock = Annotated[Annotated[TextBlockParam, Tag(tag("text"))], Discriminator(by_type(None))]
+SystemBlock = Annotated[TextBlockParam, ByType()]
 
 
 # -- tools -----------------------------------------------------------------------------------
@@ -176,16 +162,8 @@ class ServerToolParam(Lenient):
         )
 
 
-def _tool_kind(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return None
-    return tag("custom") if value.get("type") in (None, "custom") else tag("server")
-
-
-Tool = Annotated[
-    Annotated[ToolParam, Tag(tag("custom"))] | Annotated[ServerToolParam, Tag(tag("server"))],
-    Discriminator(_tool_kind),
-]
+# A custom tool (type "custom", or none) or, for any other type, a server tool (refused by name).
+Tool = Annotated[ToolParam | ServerToolParam, ByType()]
 
 
 class _Choice(Lenient):
@@ -209,13 +187,7 @@ class ToolChoiceNone(Lenient):
     type: Literal["none"]
 
 
-ToolChoice = Annotated[
-    Annotated[ToolChoiceAuto, Tag(tag("auto"))]
-    | Annotated[ToolChoiceAny, Tag(tag("any"))]
-    | Annotated[ToolChoiceTool, Tag(tag("tool"))]
-    | Annotated[ToolChoiceNone, Tag(tag("none"))],
-    Discriminator(by_type(None)),
-]
+ToolChoice = Annotated[ToolChoiceAuto | ToolChoiceAny | ToolChoiceTool | ToolChoiceNone, ByType()]
 
 
 # -- thinking --------------------------------------------------------------------------------
@@ -236,12 +208,7 @@ class ThinkingConfigDisabled(Lenient):
     type: Literal["disabled"]
 
 
-Thinking = Annotated[
-    Annotated[ThinkingConfigEnabled, Tag(tag("enabled"))]
-    | Annotated[ThinkingConfigAdaptive, Tag(tag("adaptive"))]
-    | Annotated[ThinkingConfigDisabled, Tag(tag("disabled"))],
-    Discriminator(by_type(None)),
-]
+Thinking = Annotated[ThinkingConfigEnabled | ThinkingConfigAdaptive | ThinkingConfigDisabled, ByType()]
 
 
 class MetadataParam(Lenient):
@@ -256,7 +223,7 @@ class JSONOutputFormatParam(Lenient):
     schema_: JsonObject = Field(alias="schema")
 
 
-OutputFormatParam = Annotated[Annotated[JSONOutputFormatParam, Tag(tag("json_schema"))], Discriminator(by_type(None))]
+OutputFormatParam = Annotated[JSONOutputFormatParam, ByType()]
 
 
 class OutputConfigParam(Lenient):
@@ -273,13 +240,7 @@ class PromptRequest(Lenient):
 
     model: str = Field(min_length=1)
     messages: list[MessageParam] = Field(min_length=1)
-    system: (
-        Annotated[
-            Annotated[str, Tag(tag("str"))] | Annotated[list[SystemBlock], Tag(tag("list"))],
-            Discriminator(str_or_list),
-        ]
-        | None
-    ) = None
+    system: Annotated[str | list[SystemBlock], StrOrList()] | None = None
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None

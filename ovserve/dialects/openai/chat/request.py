@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Field, model_validator
 
 from ovserve.core.conversation import ReasoningEffort
 from ovserve.dialects.openai.request import (
@@ -16,7 +16,7 @@ from ovserve.dialects.openai.request import (
     SamplingRequest,
     TextFormat,
 )
-from ovserve.errors import by_type, tag
+from ovserve.dialects.tagged import ByType
 from ovserve.json_types import JsonObject
 
 
@@ -118,12 +118,8 @@ class JSONSchemaFormat(Lenient):
 
 
 ResponseFormat = Annotated[
-    Annotated[TextFormat, Tag(tag("text"))]
-    | Annotated[JSONObjectFormat, Tag(tag("json_object"))]
-    | Annotated[JSONSchemaFormat, Tag(tag("json_schema"))]
-    | Annotated[RegexFormat, Tag(tag("regex"))]
-    | Annotated[ConstStringFormat, Tag(tag("const_string"))],
-    Discriminator(by_type(None)),
+    TextFormat | JSONObjectFormat | JSONSchemaFormat | RegexFormat | ConstStringFormat,
+    ByType(),
 ]
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from ovserve.core.conversation import ReasoningEffort
 from ovserve.dialects.openai.chat.request import FunctionDefinition
@@ -30,7 +30,7 @@ from ovserve.dialects.openai.request import (
     SamplingRequest,
     TextFormat,
 )
-from ovserve.errors import by_type, str_or_list, tag
+from ovserve.dialects.tagged import ByType, StrOrList
 from ovserve.json_types import JsonObject
 
 # OpenAI: at most 16 metadata pairs, keys up to 64 characters, values up to 512.
@@ -68,17 +68,8 @@ class Refusal(Lenient):
     refusal: str
 
 
-ContentPart = Annotated[
-    Annotated[InputText, Tag(tag("input_text"))]
-    | Annotated[InputImage, Tag(tag("input_image"))]
-    | Annotated[OutputText, Tag(tag("output_text"))]
-    | Annotated[Refusal, Tag(tag("refusal"))],
-    Discriminator(by_type(None)),
-]
-Content = Annotated[
-    Annotated[str, Tag(tag("str"))] | Annotated[list[ContentPart], Tag(tag("list"))],
-    Discriminator(str_or_list),
-]
+ContentPart = Annotated[InputText | InputImage | OutputText | Refusal, ByType()]
+Content = Annotated[str | list[ContentPart], StrOrList()]
 
 
 def part_text(part: InputText | InputImage | OutputText | Refusal) -> str | None:
@@ -115,10 +106,7 @@ class FunctionCallOutputItem(Lenient):
 
     type: Literal["function_call_output"]
     call_id: str = Field(min_length=1)
-    output: Annotated[
-        Annotated[str, Tag(tag("str"))] | Annotated[list[ContentPart], Tag(tag("list"))],
-        Discriminator(str_or_list),
-    ]
+    output: Content
 
     def output_text(self) -> str:
         if isinstance(self.output, str):
@@ -147,17 +135,9 @@ class ReasoningItem(Lenient):
         return "".join(part.text for part in self.content or [])
 
 
-InputItem = Annotated[
-    Annotated[MessageItem, Tag(tag("message"))]
-    | Annotated[FunctionCallItem, Tag(tag("function_call"))]
-    | Annotated[FunctionCallOutputItem, Tag(tag("function_call_output"))]
-    | Annotated[ReasoningItem, Tag(tag("reasoning"))],
-    Discriminator(by_type("message")),
-]
-Input = Annotated[
-    Annotated[str, Tag(tag("str"))] | Annotated[list[InputItem], Tag(tag("list"))],
-    Discriminator(str_or_list),
-]
+# A message when its type is left out (MessageItem's default).
+InputItem = Annotated[MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem, ByType()]
+Input = Annotated[str | list[InputItem], StrOrList()]
 
 
 # -- tools, text format, reasoning -----------------------------------------------------------
@@ -185,12 +165,8 @@ class JSONSchemaTextFormat(Lenient):
 
 
 TextFormatConfig = Annotated[
-    Annotated[TextFormat, Tag(tag("text"))]
-    | Annotated[JSONObjectFormat, Tag(tag("json_object"))]
-    | Annotated[JSONSchemaTextFormat, Tag(tag("json_schema"))]
-    | Annotated[RegexFormat, Tag(tag("regex"))]
-    | Annotated[ConstStringFormat, Tag(tag("const_string"))],
-    Discriminator(by_type(None)),
+    TextFormat | JSONObjectFormat | JSONSchemaTextFormat | RegexFormat | ConstStringFormat,
+    ByType(),
 ]
 
 
