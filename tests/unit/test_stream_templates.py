@@ -5,6 +5,7 @@ number, any model name; and an envelope that happens to hold a hole's marker is 
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 from unittest.mock import patch
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from ovserve.core.job import Delta
 from ovserve.dialects.anthropic import events as anthropic_events
 from ovserve.dialects.body import NUMBER_HOLE, Template, json_string, text_hole
+from ovserve.dialects.ollama import adapter as ollama_adapter
+from ovserve.dialects.ollama import response as ollama_response
 from ovserve.dialects.openai.completions import adapter as completions
 from ovserve.dialects.openai.completions.response import CompletionChoice
 from ovserve.dialects.openai.responses import events as responses_events
@@ -209,3 +212,48 @@ def test_messages_leave_every_other_step_to_the_models() -> None:
     assert builder.text_event(_step(reasoning="a", content="b")) is None
     assert builder.text_event(_step(reasoning="a", tool_calls=[SimpleNamespace(id="c", name="f")])) is None
     assert builder.text_event(_step(reasoning=AWKWARD)) is not None
+
+
+# -- Ollama -------------------------------------------------------------------------------------
+
+
+def _ollama_call(chat: bool, model: str) -> Any:
+    return SimpleNamespace(job=SimpleNamespace(model=SimpleNamespace(name=model)), chat=chat)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=TEXTS,
+    thinking=st.booleans(),
+    chat=st.booleans(),
+    model=NAMES,
+    at=st.datetimes(timezones=st.just(UTC)),
+)
+def test_an_ollama_text_line_is_encoded_as_the_models_encode_it(
+    text: str, thinking: bool, chat: bool, model: str, at: datetime
+) -> None:
+    call = _ollama_call(chat, model)
+    step = _step(reasoning=text) if thinking else _step(content=text)
+    stamp = ollama_response.timestamp(at)  # any moment: with and without microseconds
+    with patch.object(ollama_adapter, "timestamp", lambda: stamp):
+        lines = ollama_adapter.TextLines.of(call)
+        if lines is None:  # the model name holds a marker: the models encode every line
+            return
+        encoded = lines.of_step(step)
+        assert encoded is not None
+        assert encoded.encode() == ollama_adapter._line(call, step).encode()
+
+
+def test_ollama_leaves_every_other_step_to_the_models() -> None:
+    lines = ollama_adapter.TextLines.of(_ollama_call(True, "m"))
+    assert lines is not None
+    assert lines.of_step(_step(content="a", reasoning="b")) is None  # one line with both
+    assert lines.of_step(_step(content="a", tool_calls=[SimpleNamespace(id="c", name="f")])) is None
+    assert lines.of_step(_step()) is None
+    assert ollama_adapter.TextLines.of(_ollama_call(False, text_hole(1))) is None
+
+
+def test_ollama_lines_keep_ollamas_key_order() -> None:
+    keys = list(ollama_response.ChatResponse.model_fields)
+    assert keys[:4] == ["model", "created_at", "message", "done"] and keys[4] == "done_reason"
+    assert set(ollama_response.Stats.model_fields) <= set(ollama_response.GenerateResponse.model_fields)

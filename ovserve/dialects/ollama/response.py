@@ -4,6 +4,10 @@ documents them; durations in nanoseconds, timestamps RFC 3339 in UTC).
 ``/openapi.json`` names its schemas after these classes (``ovserve.api.openapi``), so none shares a
 name with a request model of the dialect: an answer's message is an :class:`AssistantMessage`,
 its calls :class:`CalledTool`.
+
+A generation's line is written once per field: :class:`ChatResponse` and :class:`GenerateResponse`
+are their own line (``_ChatLine``, ``_GenerateLine``, both a ``_Line``) plus the :class:`Stats` the
+last line adds; the bases are listed so the keys keep Ollama's order (the line's, then the stats).
 """
 
 from __future__ import annotations
@@ -56,37 +60,29 @@ class Stats(Body):
     eval_duration: int | None = None
 
 
-class ChatResponse(Body):
-    """A line of an ``/api/chat`` stream, or its unary answer (the last line adds the :class:`Stats`)."""
-
+class _Line(Body):
     model: str
     created_at: str
+
+
+class _ChatLine(_Line):
     message: AssistantMessage
     done: bool
-    done_reason: DoneReason | None = None
-    total_duration: int | None = None
-    load_duration: int | None = None
-    prompt_eval_count: int | None = None
-    prompt_eval_duration: int | None = None
-    eval_count: int | None = None
-    eval_duration: int | None = None
 
 
-class GenerateResponse(Body):
-    """A line of an ``/api/generate`` stream, or its unary answer (the last line adds the :class:`Stats`)."""
-
-    model: str
-    created_at: str
+class _GenerateLine(_Line):
     response: str
     thinking: str | None = None
     done: bool
-    done_reason: DoneReason | None = None
-    total_duration: int | None = None
-    load_duration: int | None = None
-    prompt_eval_count: int | None = None
-    prompt_eval_duration: int | None = None
-    eval_count: int | None = None
-    eval_duration: int | None = None
+
+
+# Stats first among the bases: pydantic orders fields from the last base to the class itself.
+class ChatResponse(Stats, _ChatLine):
+    """A line of an ``/api/chat`` stream, or its unary answer (the last line adds the :class:`Stats`)."""
+
+
+class GenerateResponse(Stats, _GenerateLine):
+    """A line of an ``/api/generate`` stream, or its unary answer (the last line adds the :class:`Stats`)."""
 
 
 class ErrorResponse(Body):
