@@ -103,7 +103,7 @@ def call_from_object(item: Any, *, arguments_keys: tuple[str, ...] = ("arguments
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise PayloadError(f"arguments are not JSON: {exc}") from exc
     if not isinstance(arguments, dict):
         raise PayloadError("arguments must be a JSON object")
@@ -111,9 +111,11 @@ def call_from_object(item: Any, *, arguments_keys: tuple[str, ...] = ("arguments
 
 
 def decode_json(payload: str) -> Any:
+    """``payload`` as JSON, else :class:`PayloadError` (nesting past the decoder's depth too: the
+    model's text, not a crashed request)."""
     try:
         return json.loads(payload)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise PayloadError(f"not JSON: {exc}") from exc
 
 

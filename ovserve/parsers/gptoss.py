@@ -256,7 +256,7 @@ def _decode_call(name: str, body: str) -> ToolCall:
         raise PayloadError("the recipient names no function")
     try:
         arguments = json.loads(body, parse_constant=_no_constant, parse_float=_finite)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # too deep to decode: the model's text, not a crash
         raise PayloadError(f"{name}: arguments are not JSON: {exc}") from exc
     if not isinstance(arguments, dict):
         raise PayloadError(f"{name}: arguments must be a JSON object")

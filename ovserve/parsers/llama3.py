@@ -18,7 +18,7 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     while position < len(payload):
         try:
             item, position = decoder.raw_decode(payload, position)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # too deep to decode: the model's text, not a crash
             raise PayloadError(f"not JSON: {exc}") from exc
         calls.append(call_from_object(item))
         rest = payload[position:].lstrip()

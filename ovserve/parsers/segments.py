@@ -45,7 +45,7 @@ def arguments_at(text: str, position: int) -> tuple[JsonObject, int]:
     position = skip_space(text, position)
     try:
         value, end = _DECODER.raw_decode(text, position)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # too deep to decode: the model's text, not a crash
         raise PayloadError(f"arguments are not JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise PayloadError("arguments must be a JSON object")
