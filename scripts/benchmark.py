@@ -9,7 +9,8 @@ Workloads (``--workloads``, default ``uniform``; ``all`` for every one):
   long-prompt           4 streams running, then one 4k-token prompt admitted beside them
   many-streams          uniform at 64 and 128 streams
   vlm                   text streams on the VLM with an image request admitted (server only)
-  responses             uniform's streams through /v3/chat/completions and /v3/responses, alternated (server only)
+  dialects              uniform's streams through chat, completions, Responses, Anthropic and Ollama, alternated:
+                        tok/s and server CPU per token, each against chat's (server only)
   bandwidth             memory read bandwidth -> the one-stream decode ceiling of the model
   embeddings            embeddings/s for batches of 1, 8, 64 inputs of 128 tokens (--embed_model_path, default:
                         the BERT-base-shaped bench-bert-base-embed, built if absent)

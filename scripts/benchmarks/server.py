@@ -87,6 +87,16 @@ def server_cpu_seconds(url: str) -> float | None:
     pid = _listening_pid(int(url.rsplit(":", 1)[1]))
     if pid is None:
         return None
+    # Each thread's schedstat: nanoseconds on a CPU (utime + stime in /proc/PID/stat count 10 ms
+    # ticks, too coarse for one stream's few hundred milliseconds).
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended meanwhile
+    if total:
+        return total / 1e9
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
@@ -180,6 +190,103 @@ async def stream_responses(
     trace.end = time.perf_counter()
     trace.text = "".join(parts)
     return trace
+
+
+# One line of a stream, as a dialect's client reads it: the text it adds (None: none) and the
+# completion tokens its usage reports (None: none).
+LineReader = Callable[[bytes], tuple[str | None, int | None]]
+
+
+async def _stream(
+    session: aiohttp.ClientSession, url: str, path: str, body: dict[str, Any], trace: Trace, read: LineReader
+) -> Trace:
+    """One streaming request; fills ``trace`` as the lines ``read`` finds text in arrive."""
+    trace.start = time.perf_counter()
+    parts: list[str] = []
+    async with session.post(f"{url}{path}", json=body) as response:
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {(await response.text())[:500]}")
+        async for raw_line in response.content:
+            line = raw_line.strip()
+            if not line:
+                continue
+            text, tokens = read(line)
+            if tokens is not None:
+                trace.completion_tokens = tokens
+            if text:
+                parts.append(text)
+                trace.add(time.perf_counter(), 1)
+    trace.end = time.perf_counter()
+    trace.text = "".join(parts)
+    return trace
+
+
+def _sse_data(line: bytes) -> Any:
+    """The JSON of a ``data:`` line (None for other lines: ``event:``, comments, ``[DONE]``)."""
+    if not line.startswith(b"data: ") or line == b"data: [DONE]":
+        return None
+    data = json.loads(line[6:])
+    if "error" in data and data.get("type") in (None, "error"):
+        raise RuntimeError(f"the stream failed: {data['error']}")
+    return data
+
+
+def _completion_line(line: bytes) -> tuple[str | None, int | None]:
+    chunk = _sse_data(line)
+    if chunk is None:
+        return None, None
+    usage = chunk.get("usage") or {}
+    return (chunk["choices"][0]["text"] if chunk["choices"] else None), usage.get("completion_tokens")
+
+
+def _messages_line(line: bytes) -> tuple[str | None, int | None]:
+    event = _sse_data(line)
+    if event is None:
+        return None, None
+    if event["type"] == "content_block_delta" and event["delta"]["type"] == "text_delta":
+        return event["delta"]["text"], None
+    if event["type"] == "message_delta":
+        return None, event["usage"]["output_tokens"]
+    return None, None
+
+
+def _ollama_line(line: bytes) -> tuple[str | None, int | None]:
+    data = json.loads(line)
+    if "error" in data:
+        raise RuntimeError(f"the stream failed: {data['error']}")
+    return data["message"]["content"], data.get("eval_count")
+
+
+async def stream_completions(
+    session: aiohttp.ClientSession, url: str, messages: list[dict[str, Any]], max_tokens: int, trace: Trace
+) -> Trace:
+    """:func:`stream_chat`'s request through ``/v3/completions``: the user message's text as the prompt."""
+    body = {
+        "model": MODEL_NAME, "prompt": messages[-1]["content"], "max_tokens": max_tokens, "ignore_eos": True,
+        "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
+    }  # fmt: skip
+    return await _stream(session, url, "/v3/completions", body, trace, _completion_line)
+
+
+async def stream_messages(
+    session: aiohttp.ClientSession, url: str, messages: list[dict[str, Any]], max_tokens: int, trace: Trace
+) -> Trace:
+    """:func:`stream_chat`'s request through Anthropic's ``/v1/messages`` (``ignore_eos`` is not
+    Anthropic's: accepted and ignored, so a stream may end early; tokens come from its usage)."""
+    body = {"model": MODEL_NAME, "messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": True}
+    return await _stream(session, url, "/v1/messages", body, trace, _messages_line)
+
+
+async def stream_ollama(
+    session: aiohttp.ClientSession, url: str, messages: list[dict[str, Any]], max_tokens: int, trace: Trace
+) -> Trace:
+    """:func:`stream_chat`'s request through Ollama's ``/api/chat`` (NDJSON; no ``ignore_eos``: tokens
+    come from the last line's ``eval_count``)."""
+    body = {
+        "model": MODEL_NAME, "messages": messages, "stream": True,
+        "options": {"num_predict": max_tokens, "temperature": 0},
+    }  # fmt: skip
+    return await _stream(session, url, "/api/chat", body, trace, _ollama_line)
 
 
 async def warm_up(session: aiohttp.ClientSession, url: str) -> None:

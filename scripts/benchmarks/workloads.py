@@ -30,6 +30,9 @@ from .server import (
     loop_lag_p99_ms,
     server_cpu_seconds,
     stream_chat,
+    stream_completions,
+    stream_messages,
+    stream_ollama,
     stream_responses,
     warm_up,
 )
@@ -427,52 +430,82 @@ class LongPrompt(_LateRequest):
             return await self._late_over_http(session, url, stream_messages, long_messages, self.stream_tokens(context))
 
 
-class Responses(Workload):
-    name = "responses"
+DIALECTS: dict[str, Callable[..., Any]] = {
+    "chat": stream_chat,
+    "completions": stream_completions,
+    "responses": stream_responses,
+    "anthropic": stream_messages,
+    "ollama": stream_ollama,
+}
+
+
+class Dialects(Workload):
+    name = "dialects"
     description = (
-        "uniform's N concurrent streams on one server, through /v3/chat/completions and through /v3/responses "
-        "(the same messages as input items), alternated --endpoint_rounds (3) times each; medians"
+        "uniform's N concurrent streams on one server through every dialect: /v3/chat/completions, "
+        "/v3/completions, /v3/responses, Anthropic's /v1/messages, Ollama's /api/chat (the same messages; "
+        "completions gets the user message's text), alternated --endpoint_rounds (3) times each; medians of "
+        "tok/s and of the server's CPU per streamed token, each dialect's against chat's"
     )
-    headline = "responses_over_chat"
+    headline = "worst_cpu_over_chat"
+    higher_is_better = False
     columns = (
         ("chat_tok_s", "chat tok/s"),
-        ("responses_tok_s", "responses tok/s"),
-        ("responses_over_chat", "responses / chat"),
-        ("chat_ttft_p50_ms", "chat TTFT p50 ms"),
-        ("responses_ttft_p50_ms", "responses TTFT p50 ms"),
-        ("chat_itl_p50_ms", "chat ITL p50 ms"),
-        ("responses_itl_p50_ms", "responses ITL p50 ms"),
+        ("chat_cpu_us_per_token", "chat CPU us/token"),
+        *(
+            column
+            for dialect in list(DIALECTS)[1:]
+            for column in (
+                (f"{dialect}_tok_s_over_chat", f"{dialect} tok/s / chat"),
+                (f"{dialect}_cpu_over_chat", f"{dialect} CPU / chat"),
+            )
+        ),
+        ("worst_cpu_over_chat", "worst CPU / chat"),
     )
-    raw_note = "it compares two endpoints of the same server; uniform has the raw pipeline for this load"
+    raw_note = "it compares the dialects of one server; uniform has the raw pipeline for this load"
 
     def levels(self, options: Options) -> list[int]:
         return options.concurrency
 
     async def run_server(self, context: Context, url: str, level: int) -> Figures:
-        runs: dict[str, list[Figures]] = {"chat": [], "responses": []}
+        runs: dict[str, list[Figures]] = {dialect: [] for dialect in DIALECTS}
         async with client_session() as session:
             await warm_up(session, url)
             for round_ in range(context.options.endpoint_rounds):
-                for endpoint, send in (("chat", stream_chat), ("responses", stream_responses)):
-                    # Each round's prompts are new: neither endpoint reuses the other's prefix.
-                    label = f"{context.run_label} {self.name} {level} round {round_} {endpoint}"
+                for dialect, send in DIALECTS.items():
+                    # Each round's prompts are new: no dialect reuses another's prefix.
+                    label = f"{context.run_label} {self.name} {level} round {round_} {dialect}"
                     requests = [
                         (context.prompts.user(f"{label} request {i}", i, context.options.prompt_tokens),
                          context.options.max_tokens)
                         for i in range(level)
                     ]  # fmt: skip
+                    cpu_before = server_cpu_seconds(url)
                     start = time.perf_counter()
                     traces = await asyncio.gather(
-                        *(send(session, url, m, n, Trace(endpoint, start)) for m, n in requests)
+                        *(send(session, url, m, n, Trace(dialect, start)) for m, n in requests)
                     )
-                    runs[endpoint].append(summary(list(traces), time.perf_counter() - start))
-        figures: Figures = {}
-        for endpoint, results in runs.items():
-            for key in ("tok_s", "ttft_p50_ms", "itl_p50_ms"):
-                values = [value for r in results if (value := r[key]) is not None]
-                figures[f"{endpoint}_{key}"] = statistics.median(values) if values else None
-        chat, responses = figures["chat_tok_s"], figures["responses_tok_s"]
-        figures["responses_over_chat"] = responses / chat if chat and responses is not None else None
+                    figures = summary(list(traces), time.perf_counter() - start)
+                    cpu_after = server_cpu_seconds(url)
+                    tokens = sum(trace.tokens for trace in traces)
+                    if cpu_before is not None and cpu_after is not None and tokens:
+                        figures["cpu_us_per_token"] = (cpu_after - cpu_before) / tokens * 1e6
+                    figures["tokens"] = tokens
+                    runs[dialect].append(figures)
+        figures = {}
+        for dialect, results in runs.items():
+            for key in ("tok_s", "cpu_us_per_token", "tokens", "ttft_p50_ms", "itl_p50_ms"):
+                values = [value for r in results if (value := r.get(key)) is not None]
+                figures[f"{dialect}_{key}"] = statistics.median(values) if values else None
+        chat_tok_s, chat_cpu = figures["chat_tok_s"], figures["chat_cpu_us_per_token"]
+        worst = None
+        for dialect in list(DIALECTS)[1:]:
+            tok_s, cpu = figures[f"{dialect}_tok_s"], figures[f"{dialect}_cpu_us_per_token"]
+            figures[f"{dialect}_tok_s_over_chat"] = tok_s / chat_tok_s if tok_s is not None and chat_tok_s else None
+            ratio = cpu / chat_cpu if cpu is not None and chat_cpu else None
+            figures[f"{dialect}_cpu_over_chat"] = ratio
+            worst = ratio if worst is None or (ratio is not None and ratio > worst) else worst
+        figures["worst_cpu_over_chat"] = worst
         return figures
 
 
@@ -525,7 +558,7 @@ class Vlm(_LateRequest):
 
 
 WORKLOADS: dict[str, Callable[[], Workload]] = {
-    w.name: w for w in (Uniform, MultiTurn, SharedSystemPrompt, LongPrompt, ManyStreams, Vlm, Responses)
+    w.name: w for w in (Uniform, MultiTurn, SharedSystemPrompt, LongPrompt, ManyStreams, Vlm, Dialects)
 }
 
 
