@@ -6,6 +6,12 @@ key is absent rather than null exactly where the dialect leaves it out (a chat d
 usage's ``prompt_tokens_details``), and null where it sends null (``finish_reason``, ``logprobs``).
 ``/openapi.json`` describes every success body from these models (``ovserve.api.openapi``), in
 serialization mode: what is required there is what every body carries.
+
+A stream's hot path (an event per token) skips the models: :class:`Template` is a body its model
+encoded once per stream with holes where each event's values go, and :class:`EncodedBody` the
+filled-in text, which is byte for byte the model's encoding of the same values (each dialect's
+stream has a property test that compares the two: tests/unit/test_stream_templates.py,
+tests/unit/test_chat_text_chunks.py). Every other event goes through the models.
 """
 
 from __future__ import annotations
