@@ -67,6 +67,7 @@ def test_new_long_words_do_not_grow_the_server(tiny_llm: Path, tmp_path: Path) -
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 6,000 requests: ~6 min on 2 shared cores
 def test_the_embedding_engine_levels_off_on_varied_shapes(retrieval_models: dict[str, Path], tmp_path: Path) -> None:
     server: Server = start_server(
         tmp_path, retrieval_models["tiny-embed"], "--task", "embeddings", "--pooling", "MEAN", model_name="tiny-embed"
