@@ -2,10 +2,10 @@
 
 Commands go to the child through a writer thread (a pipe write can block while the child is
 inside ``step()`` and not reading); events come back through ``loop.add_reader`` on their own
-pipe (``ovserve.engine.channel``), so nothing here ever blocks the event loop. Each request
-gets an ``asyncio.Queue`` that the reader fills; the request's consumer re-raises engine failures:
-a request the engine failed as :class:`EngineError` (500), one cut by the engine's death or stall
-as a retryable :class:`ServiceUnavailableError` (503 with ``Retry-After``).
+pipe (``ovserve.engine.channel``), so nothing here ever blocks the event loop. The requests
+themselves (``generate``, ``embed``, ``transcribe``...: each one's queue, filled from the reader)
+are :class:`~ovserve.engine.requests.EngineRequests`; a request cut by the engine's death or stall
+ends with a retryable :class:`ServiceUnavailableError` (503 with ``Retry-After``).
 
 How the engine is started is a :data:`~ovserve.engine.launcher.EngineLauncher`:
 :func:`~ovserve.engine.launcher.spawn_engine` (a real engine process) in production, an
@@ -17,25 +17,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import itertools
 import logging
 import queue
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable
-
-import numpy as np
+from collections.abc import AsyncGenerator
 
 from ovserve.engine.channel import PipeChannel
 from ovserve.engine.launcher import EngineLauncher, EngineProcess, spawn_engine
 from ovserve.engine.memory import resident_memory_bytes
 from ovserve.engine.messages import (
     AddRequest,
-    CancelRequest,
     Command,
-    EmbedRequest,
-    EmbedResult,
-    EngineErrorKind,
     EnginePrompt,
     EngineStats,
     Event,
@@ -44,45 +37,20 @@ from ovserve.engine.messages import (
     Heartbeat,
     Ready,
     RequestEnded,
-    RerankRequest,
-    RerankResult,
     SequenceOutput,
     Shutdown,
-    SpeechPiece,
-    SpeechResult,
-    StatsReply,
-    StatsRequest,
-    SynthesizeRequest,
-    TranscribeRequest,
-    TranscribeResult,
-    TranscriptDelta,
 )
+from ovserve.engine.requests import EngineRequests, request_error
 from ovserve.engine.restarts import RestartPolicy
 from ovserve.engine.spec import EngineSpec
 from ovserve.engine.watchdog import StallWatch
-from ovserve.errors import BadRequestError, EngineError, OvserveError, ServiceUnavailableError
+from ovserve.errors import EngineError, OvserveError, ServiceUnavailableError
 from ovserve.ticks import sleep_to_next_tick
 
 log = logging.getLogger(__name__)
 
-# Request ids are unique across all engines and restarts: the engine breaks on duplicates.
-_request_ids = itertools.count(1)
-
 # How long an unloaded engine may take to exit once its pipe closed, before it is killed.
 _EXIT_WAIT_S = 10.0
-
-# What a request's queue carries: its outputs, its end, or the failure that ended it.
-_StreamItem = (
-    SequenceOutput
-    | RequestEnded
-    | EmbedResult
-    | RerankResult
-    | TranscriptDelta
-    | TranscribeResult
-    | SpeechPiece
-    | SpeechResult
-    | BaseException
-)
 
 
 class EngineState(enum.Enum):
@@ -94,7 +62,7 @@ class EngineState(enum.Enum):
     STOPPED = "stopped"  # not started yet, or closed with the server
 
 
-class EngineClient:
+class EngineClient(EngineRequests):
     """One served model's engine process, seen from the event loop.
 
     Its lifetime: :meth:`keep_started` starts the process and retries a start that fails, with
@@ -115,6 +83,7 @@ class EngineClient:
         stall_timeout: float,
         step_timeout: float,
     ) -> None:
+        super().__init__()
         self.spec = spec
         self.state = EngineState.STOPPED
         # Processes launched to replace a dead or stalled one, or after a failed start (each attempt
@@ -134,9 +103,6 @@ class EngineClient:
         self._launcher = launcher
         self._process: EngineProcess | None = None
         self._conn: PipeChannel | None = None
-        self._outbox: queue.SimpleQueue[Command | None] = queue.SimpleQueue()
-        self._streams: dict[int, asyncio.Queue[_StreamItem]] = {}
-        self._stats_waiters: dict[int, asyncio.Future[EngineStats]] = {}
         self._ready: asyncio.Future[None] | None = None
         self._restart_task: asyncio.Task[None] | None = None
         self._closing = False
@@ -239,7 +205,7 @@ class EngineClient:
         self._after_unload = True
         self._restarts.forget()
         unloaded = f"model '{self.spec.name}' was unloaded; retry the request"
-        self._fail_all(ServiceUnavailableError(unloaded, code="model_unloaded", retry_after=1))
+        self.fail_all(ServiceUnavailableError(unloaded, code="model_unloaded", retry_after=1))
         process, self._process = self._process, None
         self._detach()  # the engine reads EOF on its pipe and shuts down
         self.pid = None
@@ -259,7 +225,7 @@ class EngineClient:
             self._restart_task.cancel()
         if self._watchdog is not None:
             self._watchdog.cancel()
-        self._fail_all(ServiceUnavailableError("the server is shutting down", code="shutting_down"))
+        self.fail_all(ServiceUnavailableError("the server is shutting down", code="shutting_down"))
         self._detach()
         process = self._process
         if process is not None and process.is_alive():
@@ -307,31 +273,11 @@ class EngineClient:
             self._on_engine_death()
 
     def _dispatch(self, event: Event) -> None:
+        if self.deliver(event):  # a request's answer
+            return
         match event:
-            case (
-                SequenceOutput(request_id=request_id)
-                | TranscriptDelta(request_id=request_id)
-                | SpeechPiece(request_id=request_id)
-            ):
-                stream = self._streams.get(request_id)
-                if stream is not None:
-                    stream.put_nowait(event)
-            case (
-                RequestEnded(request_id=request_id)
-                | EmbedResult(request_id=request_id)
-                | RerankResult(request_id=request_id)
-                | TranscribeResult(request_id=request_id)
-                | SpeechResult(request_id=request_id)
-            ):
-                stream = self._streams.pop(request_id, None)
-                if stream is not None:
-                    stream.put_nowait(event)
             case Heartbeat(stats):
                 self.last_report, self.last_report_at = stats, time.monotonic()
-            case StatsReply(token, stats):
-                waiter = self._stats_waiters.pop(token, None)
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(stats)
             case Ready(pid):
                 self.pid = pid
                 if self._ready is not None and not self._ready.done():
@@ -360,7 +306,7 @@ class EngineClient:
         once if this one had served a while, else after the delay of a failed start."""
         self.state = EngineState.RESTARTING  # readiness turns 503 now
         self._restarts.engine_lost(time.monotonic())
-        self._fail_all(ServiceUnavailableError(message, code=code, retry_after=self.retry_after()))
+        self.fail_all(ServiceUnavailableError(message, code=code, retry_after=self.retry_after()))
         self._stop_process()
         self._restart_task = asyncio.get_running_loop().create_task(self._restart())
 
@@ -398,15 +344,6 @@ class EngineClient:
         """Seconds until this model is expected to serve again (``ovserve.engine.restarts``)."""
         return self._restarts.retry_after(time.monotonic())
 
-    def _fail_all(self, error: BaseException) -> None:
-        streams, self._streams = self._streams, {}
-        for stream in streams.values():
-            stream.put_nowait(error)
-        waiters, self._stats_waiters = self._stats_waiters, {}
-        for waiter in waiters.values():
-            if not waiter.done():
-                waiter.set_exception(error)
-
     # -- requests ---------------------------------------------------------------------------
 
     @property
@@ -417,10 +354,6 @@ class EngineClient:
     def retrying(self) -> bool:
         """A replacement for a dead or stalled process is on its way (or waits for its next attempt)."""
         return self._restart_task is not None and not self._restart_task.done()
-
-    @property
-    def inflight(self) -> int:
-        return len(self._streams)
 
     @property
     def running_pid(self) -> int | None:
@@ -451,11 +384,17 @@ class EngineClient:
             raise self.not_ready_error()
         self._outbox.put(command)
 
+    @property
+    def _connected(self) -> bool:
+        return self._conn is not None
+
     async def generate(self, prompt: EnginePrompt, params: GenerationParams) -> AsyncGenerator[SequenceOutput, None]:
         """Yield the request's outputs as the engine produces them.
 
         Leaving the iteration early (client disconnect, a stop string found by the server)
         cancels the engine request: the engine frees it and confirms with :class:`RequestEnded`.
+        Here rather than with the other requests (``ovserve.engine.requests``): it is the stream
+        path's first generator, and the tests that count the path's generators name it.
         """
         request_id, stream = self._open(lambda request_id: AddRequest(request_id, prompt, params))
         finished = False
@@ -470,7 +409,7 @@ class EngineClient:
                         return
                     case RequestEnded(error=error, message=message):
                         finished = True
-                        raise _request_error(error, message)
+                        raise request_error(error, message)
                     case BaseException():
                         finished = True
                         raise event
@@ -481,155 +420,9 @@ class EngineClient:
             if not finished:
                 self._cancel(request_id)
 
-    def _open(self, command: Callable[[int], Command]) -> tuple[int, asyncio.Queue[_StreamItem]]:
-        """Send ``command`` for a new request id; the queue its events arrive on."""
-        request_id = next(_request_ids)
-        stream: asyncio.Queue[_StreamItem] = asyncio.Queue()
-        self._send(command(request_id))
-        self._streams[request_id] = stream
-        return request_id, stream
-
-    def _cancel(self, request_id: int) -> None:
-        """The caller stopped waiting: cancel the engine request, keeping it registered (its events
-        dropped) until the engine confirms with RequestEnded."""
-        if request_id in self._streams and self._conn is not None:
-            self._streams[request_id] = asyncio.Queue()
-            self._outbox.put(CancelRequest(request_id))
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        """The embeddings of ``texts`` (float32 [len(texts), dim]), computed in the engine process."""
-        event = await self._call(lambda request_id: EmbedRequest(request_id, texts))
-        assert isinstance(event, EmbedResult)
-        return event.vectors
-
-    async def rerank(self, query: str, documents: list[str]) -> list[float]:
-        """Each document's relevance to ``query``, in document order."""
-        event = await self._call(lambda request_id: RerankRequest(request_id, query, documents))
-        assert isinstance(event, RerankResult)
-        return event.scores
-
-    async def transcribe(
-        self, request: Callable[[int], TranscribeRequest]
-    ) -> AsyncGenerator[str | TranscribeResult, None]:
-        """The text of a transcription as the engine writes it, then its :class:`TranscribeResult`.
-        A consumer that stops early (disconnect, timeout) cancels the request: the engine's
-        streamer stops the pipeline at its next token."""
-        request_id, stream = self._open(request)
-        finished = False
-        try:
-            while True:
-                event = await stream.get()
-                match event:
-                    case TranscriptDelta(text=text):
-                        yield text
-                    case TranscribeResult():
-                        finished = True
-                        yield event
-                        return
-                    case RequestEnded(error=error, message=message):
-                        finished = True
-                        raise _request_error(error, message or "the request was cancelled")
-                    case BaseException():
-                        finished = True
-                        raise event
-                    case _:
-                        finished = True
-                        raise EngineError(f"unexpected engine answer {type(event).__name__}")
-        finally:
-            if not finished:
-                self._cancel(request_id)
-
-    async def synthesize(self, text: str, voice: str | None, speed: float) -> SpeechResult:
-        """Speech for the whole ``text``, made in the engine process (its pieces joined)."""
-        pieces = [piece async for piece in self.synthesize_pieces(text, voice, speed)]
-        samples = pieces[0].samples if len(pieces) == 1 else np.concatenate([piece.samples for piece in pieces])
-        return SpeechResult(pieces[-1].request_id, samples, pieces[-1].sample_rate)
-
-    async def synthesize_pieces(
-        self, text: str, voice: str | None, speed: float
-    ) -> AsyncGenerator[SpeechPiece | SpeechResult, None]:
-        """Speech for ``text`` piece by piece as the engine makes them (``SynthesizeRequest``), the
-        :class:`SpeechResult` last. A consumer that stops early (disconnect, timeout) cancels the
-        request: the engine drops it before its next piece."""
-        request_id, stream = self._open(lambda request_id: SynthesizeRequest(request_id, text, voice, speed))
-        finished = False
-        try:
-            while True:
-                event = await stream.get()
-                match event:
-                    case SpeechPiece():
-                        yield event
-                    case SpeechResult():
-                        finished = True
-                        yield event
-                        return
-                    case RequestEnded(error=error, message=message):
-                        finished = True
-                        raise _request_error(error, message or "the request was cancelled")
-                    case BaseException():
-                        finished = True
-                        raise event
-                    case _:
-                        finished = True
-                        raise EngineError(f"unexpected engine answer {type(event).__name__}")
-        finally:
-            if not finished:
-                self._cancel(request_id)
-
-    async def _call(self, command: Callable[[int], Command]) -> EmbedResult | RerankResult | SpeechResult:
-        """One request answered by one result event. A caller that stops waiting (disconnect,
-        timeout) cancels it: the engine drops it before its next pipeline call."""
-        request_id, stream = self._open(command)
-        finished = False
-        try:
-            event = await stream.get()
-            finished = True
-        finally:
-            if not finished:
-                self._cancel(request_id)
-        match event:
-            case EmbedResult() | RerankResult() | SpeechResult():
-                return event
-            case RequestEnded(error=error, message=message):
-                raise _request_error(error, message or "the request was cancelled")
-            case BaseException():
-                raise event
-        raise EngineError(f"unexpected engine answer {type(event).__name__}")
-
-    def abort_all(self, error: OvserveError) -> None:
-        """End every request in flight with ``error`` (shutdown after the drain timeout) and free
-        them in the engine."""
-        request_ids = list(self._streams)
-        self._fail_all(error)
-        if self._conn is not None:
-            for request_id in request_ids:
-                self._outbox.put(CancelRequest(request_id))
-
     async def refresh_report(self, timeout: float) -> None:
         """Ask for fresh counters (``last_report``); keep the last ones if the engine does not answer
         within ``timeout``."""
         with contextlib.suppress(OvserveError, TimeoutError):
             stats = await self.stats(timeout)
             self.last_report, self.last_report_at = stats, time.monotonic()
-
-    async def stats(self, timeout: float = 5.0) -> EngineStats:
-        """The engine's own counters (active requests as the pipeline sees them)."""
-        token = next(_request_ids)
-        waiter: asyncio.Future[EngineStats] = asyncio.get_running_loop().create_future()
-        self._stats_waiters[token] = waiter
-        self._send(StatsRequest(token))
-        try:
-            return await asyncio.wait_for(waiter, timeout)
-        finally:
-            self._stats_waiters.pop(token, None)
-
-
-def _request_error(error: EngineErrorKind | None, message: str | None) -> Exception:
-    """What the consumer of a request the engine ended with ``error`` raises."""
-    match error:
-        case EngineErrorKind.REFUSED:
-            return BadRequestError(message or "the engine refused the request")
-        case EngineErrorKind.IGNORED:
-            return ServiceUnavailableError(message or "", code="engine_overloaded")
-        case _:
-            return EngineError(message or "the engine failed")
