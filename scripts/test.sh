@@ -12,4 +12,6 @@ mypy
 lint-imports
 hadolint Dockerfile
 bash scripts/validate_deploy.sh
-python -m pytest -q "$@"
+# Two workers, each given whole test files (--dist loadfile), so a module's shared server starts
+# once; OVSERVE_TEST_WORKERS=0 runs in this process alone.
+python -m pytest -q -n "${OVSERVE_TEST_WORKERS:-2}" --dist loadfile "$@"

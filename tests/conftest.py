@@ -6,7 +6,9 @@ through real HTTP, the real engine process and the real pipeline.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import shutil
@@ -184,11 +186,23 @@ def start_config_server(tmp_path: Path, config: Path, *extra_args: str, model_na
     return launch_server(tmp_path, ["--config_path", str(config), *extra_args], model_name=model_name)
 
 
+@contextlib.contextmanager
+def _building_models() -> Iterator[None]:
+    """One builder of MODELS_DIR at a time: with the suite on several workers (scripts/test.sh,
+    pytest-xdist), the first to ask builds each model and the others wait, then find it complete
+    (its marker, scripts/make_demo_models.py) instead of building it again."""
+    MODELS_DIR.mkdir(parents=True, exist_ok=True)
+    with (MODELS_DIR / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def demo_models() -> dict[str, Path]:
     from scripts.make_demo_models import build_demo_models
 
-    return build_demo_models(MODELS_DIR)
+    with _building_models():
+        return build_demo_models(MODELS_DIR)
 
 
 @pytest.fixture(scope="session")
@@ -196,7 +210,8 @@ def retrieval_models() -> dict[str, Path]:
     """tiny-embed and tiny-rerank (built on first use, as the demo models are)."""
     from scripts.make_demo_models import build_retrieval_models
 
-    return build_retrieval_models(MODELS_DIR)
+    with _building_models():
+        return build_retrieval_models(MODELS_DIR)
 
 
 @pytest.fixture(scope="session")
@@ -231,4 +246,5 @@ def speech_models() -> dict[str, Path]:
     """tiny-whisper (built on first use, as the demo models are)."""
     from scripts.make_demo_models import build_speech_models
 
-    return build_speech_models(MODELS_DIR)
+    with _building_models():
+        return build_speech_models(MODELS_DIR)
