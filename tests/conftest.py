@@ -17,13 +17,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR = Path(os.environ.get("OVSERVE_TEST_MODELS", str(ROOT / "models")))
@@ -40,6 +41,16 @@ def contention_factor(sample_s: float = 0.2) -> float:
     while time.thread_time() - cpu_start < sample_s:
         pass
     return max(1.0, (time.perf_counter() - wall_start) / (time.thread_time() - cpu_start))
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.05) -> bool:
+    """Poll ``predicate`` until it holds (True) or ``timeout`` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
 
 
 def free_port() -> int:
@@ -100,6 +111,15 @@ class Server:
             if line.startswith(f'{name}{{model="{model or self.model_name}"}}'):
                 return float(line.rsplit(" ", 1)[1])
         return None
+
+    def samples(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Every sample of /metrics, by (name, sorted labels)."""
+        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        return {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.audio_files import make_audio
 from tests.conftest import Server, launch_server
@@ -59,15 +58,6 @@ def states(server: Server) -> dict[str, str]:
     return {model["id"]: model["ovserve"]["state"] for model in data}
 
 
-def samples(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = httpx.get(f"{server.url}/metrics", timeout=10).text
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
 @pytest.fixture(scope="module")
 def lazy_server(speech_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp_path = tmp_path_factory.mktemp("lazy-audio")
@@ -92,7 +82,7 @@ def test_lazy_audio_models_load_on_their_first_request(lazy_server: Server, tone
 def test_audio_metrics_count_seconds_and_real_time_factor(lazy_server: Server, tone: bytes) -> None:
     assert transcribe(lazy_server, tone).status_code == 200
     assert speak(lazy_server, "metrics count this").status_code == 200
-    metrics = samples(lazy_server)
+    metrics = lazy_server.samples()
     transcribed = metrics[("ovserve_audio_input_seconds_total", (("model", WHISPER), ("operation", "transcribe")))]
     assert transcribed >= 1.0  # at least this test's one-second tone
     assert metrics[("ovserve_speech_input_characters_total", (("model", SPEAKER),))] >= len("metrics count this")
@@ -118,7 +108,7 @@ def test_an_audio_model_in_steady_use_is_never_unloaded_for_idleness(
             statuses.append(transcribe(server, tone).status_code)
             time.sleep(0.3)
         assert statuses and set(statuses) == {200}, statuses
-        unloads = samples(server)[("ovserve_model_unloads_total", (("model", WHISPER), ("reason", "idle")))]
+        unloads = server.samples()[("ovserve_model_unloads_total", (("model", WHISPER), ("reason", "idle")))]
         assert unloads == 0
     finally:
         server.stop()
@@ -144,7 +134,7 @@ def test_an_evicted_audio_model_loads_again_on_its_next_request(
             assert response.status_code == 200, response.text
             response = speak(server)
             assert response.status_code == 200, response.text
-        evictions = samples(server)[("ovserve_model_unloads_total", (("model", WHISPER), ("reason", "evicted")))]
+        evictions = server.samples()[("ovserve_model_unloads_total", (("model", WHISPER), ("reason", "evicted")))]
         assert evictions >= 1  # the budget did evict it, and the request after reloaded it
     finally:
         server.stop()

@@ -13,19 +13,10 @@ from pathlib import Path
 import httpx
 import openai
 
-from tests.conftest import Server, start_server
+from tests.conftest import Server, start_server, wait_for
 
 PROMPT = [{"role": "user", "content": "Count to one thousand."}]
 LONG = {"model": "tiny-llm", "messages": PROMPT, "max_tokens": 1500, "ignore_eos": True, "temperature": 0}
-
-
-def wait_for(predicate, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_health_is_live_at_once_and_ready_after_the_engine_loads(tiny_llm: Path, tmp_path: Path) -> None:

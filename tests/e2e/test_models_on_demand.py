@@ -12,28 +12,18 @@ import json
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ovserve.engine.memory import resident_memory_bytes
-from tests.conftest import Server, contention_factor, graph_config, launch_server
+from tests.conftest import Server, contention_factor, graph_config, launch_server, wait_for
 
 SLOW_TOKENS = 60  # a request with this max_tokens runs 50 ms a step (OVSERVE_TEST_SLOW_STEP_ON_MAX_TOKENS)
 SLOW_ENV = {"OVSERVE_TEST_SLOW_STEP_ON_MAX_TOKENS": str(SLOW_TOKENS)}
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def chat(model: str, **extra: Any) -> dict[str, Any]:
@@ -50,17 +40,8 @@ def listed(server: Server) -> dict[str, dict[str, Any]]:
     return {model["id"]: model["ovserve"] for model in data}
 
 
-def samples(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = httpx.get(f"{server.url}/metrics", timeout=10).text
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
 def loads(server: Server, model: str) -> float:
-    return samples(server)[("ovserve_model_loads_total", (("model", model),))]
+    return server.samples()[("ovserve_model_loads_total", (("model", model),))]
 
 
 def children(pid: int) -> list[int]:
@@ -185,7 +166,7 @@ def test_a_request_loads_a_model_and_a_third_evicts_the_least_recently_used(budg
     assert len(budget_server.engine_pids()) == 2
     states = {name: model["state"] for name, model in listed(budget_server).items()}
     assert states == {"pinned": "loaded", "b": "unloaded", "c": "loaded", "big": "unloaded"}
-    assert samples(budget_server)[("ovserve_model_evictions_total", (("model", "b"),))] == 1
+    assert budget_server.samples()[("ovserve_model_evictions_total", (("model", "b"),))] == 1
 
 
 def test_sixteen_concurrent_requests_to_an_unloaded_model_are_served_by_one_load(budget_server: Server) -> None:
@@ -257,7 +238,7 @@ def test_an_idle_model_unloads_within_its_timeout_and_its_memory_returns(tiny_ll
         assert abs(after - before) < 30 * 1024 * 1024, (before, after)
         assert listed(server)["tiny-llm"]["state"] == "unloaded"
         assert httpx.get(f"{server.url}/v2/health/ready", timeout=10).status_code == 200
-        assert samples(server)[("ovserve_model_unloads_total", (("model", "tiny-llm"), ("reason", "idle")))] == 1
+        assert server.samples()[("ovserve_model_unloads_total", (("model", "tiny-llm"), ("reason", "idle")))] == 1
     finally:
         server.stop()
 

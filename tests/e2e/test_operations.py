@@ -14,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import Server, contention_factor, graph_config, launch_server, start_server
+from tests.conftest import Server, contention_factor, graph_config, launch_server, start_server, wait_for
 
 LONG_CHAT = {
     "model": "tiny-llm",
@@ -22,15 +22,6 @@ LONG_CHAT = {
     "max_tokens": 1500,
     "ignore_eos": True,
 }
-
-
-def wait_for(predicate, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def read_stream(response: httpx.Response) -> list[dict]:

@@ -21,18 +21,9 @@ import httpx
 import pytest
 
 from ovserve.engine.spec import BUSY_STEP_ENV, BUSY_STEP_SECONDS_ENV
-from tests.conftest import Server, graph_config, launch_server, start_server
+from tests.conftest import Server, graph_config, launch_server, start_server, wait_for
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
-
-
-def wait_for(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _status(url: str) -> int:
