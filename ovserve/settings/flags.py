@@ -2,7 +2,8 @@
 ``OVSERVE_<FLAG>`` environment variable) named as OVMS names it, unless marked :data:`NOT_A_FLAG`.
 
 ``ovserve.__main__`` builds ``ovserve serve``'s options from :func:`flags`; the schema
-(``ovserve.settings.schema``) marks its fields with the constants here.
+(``ovserve.settings.schema``) marks its fields with the constants here, and :func:`lift_flat` moves
+a setting given by its flat (flag) name into the sub-model that groups it.
 """
 
 from __future__ import annotations
@@ -83,3 +84,16 @@ def flags(model: type[BaseModel]) -> list[Flag]:
         else:
             found.append(Flag(names=_aliases(field) or (name,), field_name=name, field=field))
     return found
+
+
+def lift_flat(data: Any, field: str, model: type[BaseModel]) -> Any:
+    """Move flat names of ``model``'s settings (as OVMS writes them) into the ``field`` sub-model."""
+    if not isinstance(data, dict):
+        return data
+    names = input_names(model)
+    flat = {key: value for key, value in data.items() if key in names}
+    if not flat:
+        return data
+    nested = data.get(field)
+    nested = dict(nested) if isinstance(nested, (dict, BaseModel)) else {}
+    return {**{key: value for key, value in data.items() if key not in flat}, field: {**nested, **flat}}
