@@ -25,7 +25,8 @@ sequential per request and at most :data:`DECODE_SLOTS` run at once in the proce
 once towards the model's input (:class:`ovserve.models.vision.ImageTarget`; JPEGs are decoded at reduced
 scale), and each image's encoded bytes are dropped once it is decoded. So at most
 ``DECODE_SLOTS`` full-size images are alive in the server, and only the small arrays cross to the
-engine. Decoding (Pillow, a restricted set of formats) runs off the event loop.
+engine. Decoding (``ovserve.core.image_decode``: Pillow, a restricted set of formats) runs off the
+event loop.
 """
 
 from __future__ import annotations
@@ -33,26 +34,22 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import io
 import ipaddress
 import logging
 import os
 import re
 import stat
 import urllib.parse
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import numpy as np
 import yarl
-from PIL import Image
 
 from ovserve import __version__
 from ovserve.core.conversation import Image as ImageRef
+from ovserve.core.image_decode import decode_image, open_image
 from ovserve.errors import MediaError, MediaFetchError, MediaNotAllowedError, MediaTooLargeError
 from ovserve.models.vision import ImageTarget
 from ovserve.settings.media import ALL_MEDIA_DOMAINS, MediaSettings
@@ -60,29 +57,9 @@ from ovserve.settings.media import ALL_MEDIA_DOMAINS, MediaSettings
 log = logging.getLogger(__name__)
 
 MAX_REDIRECTS = 5
-# One image decoded at full size takes 4 bytes per pixel in Pillow (~136 MB at this cap) until it
-# is shrunk. 8K UHD fits.
-MAX_IMAGE_PIXELS = 34_000_000
-MAX_IMAGE_SIDE = 16_384
-# Vision preprocessors resize the *shorter* side to their input size (CLIP: 336 px), so a 1 x 16384
-# strip becomes 336 x 5.5 M pixels of floats (~22 GB) inside the engine. Qwen2-VL's processor
-# refuses ratios of 200 and more; so does ovserve, for every model.
-MAX_ASPECT_RATIO = 200
-# Formats a VLM client sends. Keeping the list short keeps Pillow's rarer (and riskier)
-# decoders, e.g. EPS which runs Ghostscript, away from untrusted bytes.
-# (Multi-picture JPEGs from phones open through "JPEG".)
-IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP")
 # Full-size decodes alive at once in the server process, across requests: one per core of a small
 # edge machine. Each holds up to ~136 MB (MAX_IMAGE_PIXELS) for a fraction of a second.
 DECODE_SLOTS = 2
-# Downscaling: bicubic like CLIP's processor (resample=3). reducing_gap=3 first box-reduces by an
-# integer factor (Pillow's docs: indistinguishable from a full bicubic pass beyond 3x); measured on
-# a 5800 x 5800 PNG to 56 px: same peak memory as a plain resize (the decoded image dominates), half
-# the time.
-_RESAMPLE = Image.Resampling.BICUBIC
-_REDUCING_GAP = 3.0
-# Modes Pillow resizes directly (RGBA and LA premultiplied, so flattening after is the same).
-_RESIZABLE_MODES = frozenset({"RGB", "RGBA", "L", "LA"})
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _CHUNK_BYTES = 64 * 1024
 
@@ -303,7 +280,7 @@ class MediaResolver:
         total = 0
         for item, data in zip(planned, encoded, strict=True):
             assert data is not None
-            with _open_image(data, item.param) as image:
+            with open_image(data, item.param) as image:
                 width, height = image.size
             total += width * height
             if total > budget:
@@ -427,84 +404,3 @@ def _ambiguous_numeric_host(host: str) -> bool:
     except ValueError:
         return True
     return False
-
-
-# -- decoding ------------------------------------------------------------------------------------
-
-
-@contextmanager
-def _open_image(data: bytes, param: str) -> Iterator[Any]:
-    """The opened image, its header checked; any Pillow failure inside the block becomes a 400.
-
-    ``Image.open`` reads the header only: nothing is decompressed before the caps are checked.
-    """
-    try:
-        with Image.open(io.BytesIO(data), formats=IMAGE_FORMATS) as image:
-            width, height = image.size
-            if width * height > MAX_IMAGE_PIXELS or max(width, height) > MAX_IMAGE_SIDE:
-                raise MediaTooLargeError(
-                    f"the image is {width}x{height} pixels; the limit is {MAX_IMAGE_PIXELS} pixels "
-                    f"and {MAX_IMAGE_SIDE} per side",
-                    param=param,
-                )
-            if max(width, height) >= MAX_ASPECT_RATIO * max(min(width, height), 1):
-                raise MediaError(
-                    f"the image is {width}x{height} pixels; its aspect ratio must be below {MAX_ASPECT_RATIO}",
-                    param=param,
-                )
-            yield image
-    except MediaError:
-        raise
-    # Pillow only warns below twice its own MAX_IMAGE_PIXELS; ours is below Pillow's, and checked on
-    # the header above, so an image Pillow would warn about never reaches the decoder (where
-    # warnings are errors, the warning is the refusal).
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        log.debug("image decode refused for %s: %r", param, exc)
-        raise MediaTooLargeError(
-            f"the image has more pixels than the decoder accepts ({MAX_IMAGE_PIXELS})", param=param
-        ) from None
-    except Image.UnidentifiedImageError:
-        formats = ", ".join(IMAGE_FORMATS)
-        raise MediaError(f"the data is not an image in a supported format ({formats})", param=param) from None
-    except Exception as exc:  # truncated or corrupt data surfaces as many exception types
-        # Pillow's own message stays in the log: library internals are not part of the answer.
-        log.info("image decode failed for %s: %r", param, exc)
-        raise MediaError("the image is corrupt or truncated", param=param) from None
-
-
-def decode_image(data: bytes, param: str, target: ImageTarget | None = None) -> np.ndarray:
-    """Decode image bytes to a uint8 RGB array [H, W, 3] (first frame, alpha over white).
-
-    With a ``target``, the array has ``target.size_for(width, height)`` (a JPEG is decoded at a
-    reduced scale first when that suffices). Runs in an executor thread. Any failure of Pillow on
-    these bytes is the image's fault: 400.
-    """
-    with _open_image(data, param) as image:
-        size = target.size_for(*image.size) if target is not None else image.size
-        if size != image.size:
-            # JPEG only: libjpeg decodes at 1/2, 1/4 or 1/8 scale, still covering `size`.
-            image.draft(None, size)
-        image.load()  # the first frame of an animation
-        rgb = _to_rgb(_shrink(image, size))
-    return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8))
-
-
-def _shrink(image: Any, size: tuple[int, int]) -> Any:
-    if image.size == size:
-        return image
-    if image.mode not in _RESIZABLE_MODES:
-        # Palette and exotic modes cannot be resampled; transparency survives to be flattened
-        # after shrinking, as _to_rgb would have done before.
-        image = image.convert("L" if image.mode == "1" else "RGBA" if image.has_transparency_data else "RGB")
-    return image.resize(size, _RESAMPLE, reducing_gap=_REDUCING_GAP)
-
-
-def _to_rgb(image: Image.Image) -> Image.Image:
-    if image.mode == "RGB":
-        return image
-    if image.has_transparency_data:
-        # Alpha (RGBA, LA, palette transparency) is flattened onto white, as a viewer shows it.
-        rgba = image.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(background, rgba).convert("RGB")
-    return image.convert("RGB")

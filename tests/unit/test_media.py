@@ -283,7 +283,7 @@ def test_requests_within_the_pixel_budget_decode_every_image_in_order() -> None:
 
 
 def test_the_pixel_cap_is_below_the_one_pillow_only_warns_about() -> None:
-    # media.py relies on it: the header check refuses every image Pillow would merely warn on.
-    from ovserve.core.media import MAX_IMAGE_PIXELS
+    # image_decode.py relies on it: the header check refuses every image Pillow would merely warn on.
+    from ovserve.core.image_decode import MAX_IMAGE_PIXELS
 
     assert MAX_IMAGE_PIXELS < Image.MAX_IMAGE_PIXELS
