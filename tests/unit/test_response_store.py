@@ -106,14 +106,14 @@ async def test_a_file_stores_disk_footprint_stays_within_its_cap_wal_included(st
     cap = 1024 * 1024
     store = open_store(stores, str(path), max_count=100_000, max_bytes=cap)
     largest = 0
-    for index in range(2_000):
+    for index in range(1_000):  # ~3.4 MB of rows and conversations: the cap is overrun three times
         text = varied_text(index)
         await store.put(response(f"resp_{index}", text), [{"role": "user", "content": text}], owner=ME)
         largest = max(largest, footprint(path))  # between calls, never only at the end
     assert largest <= cap + FOOTPRINT_MARGIN  # the acceptance line was cap + 1 MB
     count, _ = await store.stats()
-    assert count > 150  # the bound evicts what it must, not everything
-    assert await store.get("resp_1999", owner=ME) is not None
+    assert 150 < count < 1_000  # the bound evicts what it must, not everything
+    assert await store.get("resp_999", owner=ME) is not None
     assert auto_vacuum(path) == "full"  # made so from the start: no rebuild on the next open
 
 
