@@ -6,27 +6,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from ovserve.dialects.openai.responses.store import DISABLED, FOOTPRINT_MARGIN, MEMORY, OPEN_OWNER, ResponseStore
+from tests.unit.conftest import stored_response
 
 ME = "a" * 64  # owners are key digests (SHA-256 hex) or OPEN_OWNER
 OTHER = "b" * 64
-
-
-def response(response_id: str, text: str = "") -> dict[str, str]:
-    return {"id": response_id, "object": "response", "text": text}
-
-
-@pytest.fixture
-def stores() -> Iterator[list[ResponseStore]]:
-    opened: list[ResponseStore] = []
-    yield opened
-    for store in opened:
-        store.close()
 
 
 def open_store(stores: list[ResponseStore], location: str = MEMORY, **bounds: int) -> ResponseStore:
@@ -38,18 +24,18 @@ def open_store(stores: list[ResponseStore], location: str = MEMORY, **bounds: in
 async def test_a_stored_response_comes_back_with_its_conversation(stores) -> None:
     store = open_store(stores)
     conversation = [{"role": "user", "content": "hi"}, {"type": "message", "role": "assistant", "content": []}]
-    await store.put(response("resp_1"), conversation, owner=ME)
+    await store.put(stored_response("resp_1"), conversation, owner=ME)
     stored = await store.get("resp_1", owner=ME)
-    assert stored is not None and stored.response == response("resp_1") and stored.conversation == conversation
+    assert stored is not None and stored.response == stored_response("resp_1") and stored.conversation == conversation
     assert await store.get("resp_unknown", owner=ME) is None
 
 
 async def test_count_bound_evicts_the_least_recently_used(stores) -> None:
     store = open_store(stores, max_count=3)
     for name in ("a", "b", "c"):
-        await store.put(response(name), [], owner=ME)
+        await store.put(stored_response(name), [], owner=ME)
     assert await store.get("a", owner=ME) is not None  # a is now more recent than b
-    await store.put(response("d"), [], owner=ME)
+    await store.put(stored_response("d"), [], owner=ME)
     assert await store.get("b", owner=ME) is None
     assert [await store.get(name, owner=ME) is not None for name in ("a", "c", "d")] == [True, True, True]
     assert (await store.stats())[0] == 3
@@ -58,7 +44,7 @@ async def test_count_bound_evicts_the_least_recently_used(stores) -> None:
 async def test_byte_bound_evicts_until_the_total_fits(stores) -> None:
     store = open_store(stores, max_bytes=3_000)
     for index in range(5):
-        await store.put(response(f"r{index}", "x" * 900), [], owner=ME)
+        await store.put(stored_response(f"r{index}", "x" * 900), [], owner=ME)
     count, size = await store.stats()
     assert size <= 3_000 and count == 3
     assert await store.get("r0", owner=ME) is None and await store.get("r4", owner=ME) is not None
@@ -66,8 +52,8 @@ async def test_byte_bound_evicts_until_the_total_fits(stores) -> None:
 
 async def test_delete_removes_only_that_response(stores) -> None:
     store = open_store(stores)
-    await store.put(response("a"), [], owner=ME)
-    await store.put(response("b"), [], owner=ME)
+    await store.put(stored_response("a"), [], owner=ME)
+    await store.put(stored_response("b"), [], owner=ME)
     assert await store.delete("a", owner=ME) is True
     assert await store.delete("a", owner=ME) is False
     assert await store.get("a", owner=ME) is None and await store.get("b", owner=ME) is not None
@@ -77,7 +63,7 @@ async def test_a_file_store_survives_a_reopen_and_applies_new_bounds(stores, tmp
     path = str(tmp_path / "sub" / "responses.db")
     first = open_store(stores, path)
     for name in ("a", "b", "c"):
-        await first.put(response(name), [{"n": name}], owner=ME)
+        await first.put(stored_response(name), [{"n": name}], owner=ME)
     await first.get("a", owner=ME)
     first.close()
     reopened = open_store(stores, path, max_count=2)  # smaller bounds: the LRU row goes at once
@@ -86,7 +72,7 @@ async def test_a_file_store_survives_a_reopen_and_applies_new_bounds(stores, tmp
     stored = await reopened.get("a", owner=ME)
     assert stored is not None and stored.conversation == [{"n": "a"}]
     # The LRU clock continues where it stopped: c, not a (just read), is the next to go.
-    await reopened.put(response("d"), [], owner=ME)
+    await reopened.put(stored_response("d"), [], owner=ME)
     assert await reopened.get("c", owner=ME) is None and await reopened.get("a", owner=ME) is not None
 
 
@@ -108,7 +94,7 @@ async def test_a_file_stores_disk_footprint_stays_within_its_cap_wal_included(st
     largest = 0
     for index in range(1_000):  # ~3.4 MB of rows and conversations: the cap is overrun three times
         text = varied_text(index)
-        await store.put(response(f"resp_{index}", text), [{"role": "user", "content": text}], owner=ME)
+        await store.put(stored_response(f"resp_{index}", text), [{"role": "user", "content": text}], owner=ME)
         largest = max(largest, footprint(path))  # between calls, never only at the end
     assert largest <= cap + FOOTPRINT_MARGIN  # the acceptance line was cap + 1 MB
     count, _ = await store.stats()
@@ -128,7 +114,7 @@ async def test_a_large_database_from_before_the_footprint_bound_shrinks_to_it_on
         db.execute("PRAGMA journal_mode=WAL")
         db.executescript(_OLD_SCHEMA)
         for index in range(1_500):
-            text = json.dumps(response(f"r{index}", varied_text(index)))
+            text = json.dumps(stored_response(f"r{index}", varied_text(index)))
             db.execute("INSERT INTO responses VALUES (?, ?, ?, ?, ?)", (f"r{index}", index, len(text), text, "[]"))
     db.close()
     assert footprint(path) > 3 * 1024 * 1024
@@ -146,13 +132,13 @@ def test_none_is_a_disabled_store(stores) -> None:
 
 async def test_another_owners_response_is_as_unknown_and_survives_their_delete(stores) -> None:
     store = open_store(stores)
-    await store.put(response("mine", "secret"), [{"role": "user", "content": "secret"}], owner=ME)
+    await store.put(stored_response("mine", "secret"), [{"role": "user", "content": "secret"}], owner=ME)
     assert await store.get("mine", owner=OTHER) is None
     assert await store.get("mine", owner=OTHER, conversation=False) is None
     assert await store.get("mine", owner=OPEN_OWNER) is None  # an open server's caller is no one's key
     assert await store.delete("mine", owner=OTHER) is False
     stored = await store.get("mine", owner=ME)
-    assert stored is not None and stored.response == response("mine", "secret")
+    assert stored is not None and stored.response == stored_response("mine", "secret")
     assert await store.delete("mine", owner=ME) is True
 
 
@@ -175,7 +161,7 @@ async def test_a_database_from_before_owners_opens_with_old_rows_for_the_open_se
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as db:
         db.executescript(_OLD_SCHEMA)
-        row = ("old", 7, 10, json.dumps(response("old")), json.dumps([{"n": "old"}]))
+        row = ("old", 7, 10, json.dumps(stored_response("old")), json.dumps([{"n": "old"}]))
         db.execute("INSERT INTO responses VALUES (?, ?, ?, ?, ?)", row)
     db.close()
     store = open_store(stores, str(path))
@@ -184,7 +170,7 @@ async def test_a_database_from_before_owners_opens_with_old_rows_for_the_open_se
     assert await store.delete("old", owner=ME) is False
     stored = await store.get("old", owner=OPEN_OWNER)
     assert stored is not None and stored.conversation == [{"n": "old"}]
-    await store.put(response("new"), [], owner=ME)  # the migrated table takes owned rows
+    await store.put(stored_response("new"), [], owner=ME)  # the migrated table takes owned rows
     assert await store.get("new", owner=ME) is not None and await store.get("new", owner=OPEN_OWNER) is None
     store.close()
     reopened = open_store(stores, str(path))  # migrating twice is a no-op
