@@ -23,7 +23,8 @@ Contract:
   what the resident models take (``Residency.accounted``); otherwise idle, unpinned, resident
   models are unloaded least recently used first. With nothing to evict the load waits for room;
   a request whose deadline comes first gets a 503 ``model_capacity_exceeded``. A model whose
-  estimate exceeds the whole budget is refused at once (``model_too_large_for_budget``).
+  estimate exceeds the whole budget is refused at once (``model_too_large_for_budget``). The
+  budget's arithmetic, evictions and waiting for room are ``ovserve.models.budget``'s.
 
 Everything runs on the event loop; decisions are taken between awaits, and one lock serialises
 placements (what to evict for which load).
@@ -32,7 +33,6 @@ placements (what to evict for which load).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -43,11 +43,11 @@ from ovserve.engine.client import EngineState
 from ovserve.errors import (
     ConflictError,
     ModelNotFoundError,
-    ModelTooLargeError,
     OvserveError,
     ServiceUnavailableError,
 )
 from ovserve.metrics import ResidencyRow
+from ovserve.models.budget import MemoryBudget, mib
 from ovserve.models.residency import (
     SAMPLE_INTERVAL_S,
     Lease,
@@ -62,8 +62,6 @@ from ovserve.ticks import sleep_to_next_tick
 
 log = logging.getLogger(__name__)
 
-# Retry-After (s) of a request that found no room in the budget before its deadline.
-_CAPACITY_RETRY_AFTER_S = 5
 _STATES = {
     EngineState.READY: ModelState.LOADED,
     EngineState.LOADING: ModelState.LOADING,
@@ -72,10 +70,6 @@ _STATES = {
     EngineState.UNLOADED: ModelState.UNLOADED,
     EngineState.STOPPED: ModelState.UNLOADED,
 }
-
-
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):.0f} MiB"
 
 
 def _running(task: asyncio.Task[Any] | None) -> bool:
@@ -96,15 +90,13 @@ class ResidencyManager:
     ) -> None:
         self.models = models
         self.clock = clock  # the idle timers' and the sampler's (a test's clock moves by hand)
-        self.budget = settings.models_memory_budget
         self._lazy_default = settings.lazy_load
         self._idle_default = settings.idle_unload_timeout
         # Reads an engine's resident memory (the fast tests' scripted engines have no process).
         self.measure = measure or (lambda model: model.engine.resident_bytes())
         self._managed: dict[int, ServedModel] = {}  # by id(): a reload may serve two models of one name
         self._counters: dict[str, ResidencyCounters] = {}
-        self._placement = asyncio.Lock()
-        self._capacity = asyncio.Event()  # set (and replaced) whenever room may have been made
+        self.memory = MemoryBudget(settings.models_memory_budget, self._managed.values)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
         for model in models:
@@ -133,9 +125,14 @@ class ResidencyManager:
         residency.idle_timeout = None if settings.pinned or not idle else idle
         residency.keep_alive = None  # the operator's policy, (re)applied, replaces a client's
 
+    @property
+    def budget(self) -> int | None:
+        """--models_memory_budget (bytes); None: no budget."""
+        return self.memory.limit
+
     def in_use(self) -> int:
         """What the resident models take, as the budget counts it."""
-        return sum(model.residency.accounted() for model in self._managed.values())
+        return self.memory.in_use()
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -147,7 +144,7 @@ class ResidencyManager:
         for model in models:
             if model.residency.lazy:
                 model.engine.state = EngineState.UNLOADED
-            elif self._reserve_at_start(model):
+            elif self.memory.reserve_at_start(model):
                 loading.append(self._start_in_background(model))
         self._ticker = asyncio.create_task(self._sample(), name="residency")
         return loading
@@ -174,27 +171,6 @@ class ResidencyManager:
             error = task.exception()
             if not isinstance(error, OvserveError):
                 log.error("%s failed", task.get_name(), exc_info=error)
-
-    def _reserve_at_start(self, model: ServedModel) -> bool:
-        """Count a model loaded at start against the budget; False (it loads on demand instead)
-        when it does not fit next to those before it. Pinned models always load."""
-        residency = model.residency
-        need = residency.estimate()
-        if self.budget is not None and self.in_use() + need > self.budget:
-            if not residency.pinned:
-                log.info(
-                    "model %r loads on its first request: its estimated %s does not fit next to %s in use "
-                    "(--models_memory_budget %s)",
-                    model.name, _mib(need), _mib(self.in_use()), _mib(self.budget),
-                )  # fmt: skip
-                model.engine.state = EngineState.UNLOADED
-                return False
-            log.warning(
-                "pinned model %r (estimated %s) takes the models past --models_memory_budget (%s in use of %s)",
-                model.name, _mib(need), _mib(self.in_use() + need), _mib(self.budget),
-            )  # fmt: skip
-        residency.resident, residency.reserved = True, need
-        return True
 
     def _start_in_background(self, model: ServedModel) -> asyncio.Task[None]:
         model.residency.background = task = self._task(self._keep_started(model), f"load-{model.name}")
@@ -309,12 +285,7 @@ class ResidencyManager:
 
     def _timeout_error(self, model: ServedModel) -> ServiceUnavailableError:
         if model.residency.placing:
-            return ServiceUnavailableError(
-                f"no room for model '{model.name}' in --models_memory_budget ({_mib(self.budget or 0)}): the loaded "
-                f"models ({_mib(self.in_use())}) are pinned or busy; retry later",
-                code="model_capacity_exceeded",
-                retry_after=_CAPACITY_RETRY_AFTER_S,
-            )
+            return self.memory.full_error(model)
         return ServiceUnavailableError(
             f"model '{model.name}' is still loading; retry shortly",
             code="model_loading",
@@ -326,7 +297,7 @@ class ResidencyManager:
     async def _load(self, model: ServedModel) -> None:
         """One load on demand: room in the budget, then one engine start."""
         residency = model.residency
-        await self._place(model)
+        await self.memory.place(model, lambda victim: self.unload(victim, "evicted"))
         started = time.monotonic()
         try:
             await model.engine.load_once()
@@ -338,62 +309,9 @@ class ResidencyManager:
         self._loaded(model, seconds)
         log.info("model %r loaded on demand in %.1f s (%s)", model.name, seconds, self._memory_note(model))
 
-    async def _place(self, model: ServedModel) -> None:
-        """Reserve the model's estimate in the budget, evicting idle models least recently used
-        first; wait for room while a request still waits for this load."""
-        residency = model.residency
-        need = residency.estimate()
-        budget = self.budget
-        if budget is None or residency.pinned:
-            residency.resident, residency.reserved = True, need
-            return
-        if need > budget:
-            raise ModelTooLargeError(
-                f"model '{model.name}' needs about {_mib(need)}, more than the whole --models_memory_budget "
-                f"({_mib(budget)}): it cannot be loaded on this server"
-            )
-        residency.placing = True
-        try:
-            while True:
-                async with self._placement:
-                    if self.in_use() + need <= budget:
-                        residency.resident, residency.reserved = True, need
-                        return
-                    victim = self._victim(exclude=model)
-                    if victim is not None:
-                        log.info(
-                            "evicting model %r (idle %.0f s, %s) to load %r (about %s; %s of %s in use)",
-                            victim.name, victim.residency.idle_for(), _mib(victim.residency.accounted()),
-                            model.name, _mib(need), _mib(self.in_use()), _mib(budget),
-                        )  # fmt: skip
-                        await self.unload(victim, "evicted")
-                        continue
-                    room_made = self._capacity
-                if residency.waiting == 0:  # every request that wanted it left
-                    raise self._timeout_error(model)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(room_made.wait(), SAMPLE_INTERVAL_S)
-        finally:
-            residency.placing = False
-
-    def _victim(self, exclude: ServedModel) -> ServedModel | None:
-        """The least recently used model that may be evicted: resident, unpinned, idle, not being
-        loaded or unloaded, its engine ready or failed (not in the middle of a start)."""
-        candidates = [
-            model
-            for model in self._managed.values()
-            if model is not exclude
-            and model.residency.resident
-            and not (model.residency.pinned or model.residency.busy or model.residency.changing)
-            and not model.residency.retiring
-            and model.engine.state in (EngineState.READY, EngineState.FAILED)
-        ]
-        return min(candidates, key=lambda model: model.residency.last_used_at, default=None)
-
     def capacity_changed(self) -> None:
         """Room may have been made (a request ended, a model unloaded): wake the loads that wait."""
-        self._capacity.set()
-        self._capacity = asyncio.Event()
+        self.memory.changed()
 
     # -- unloads ------------------------------------------------------------------------------
 
@@ -456,8 +374,7 @@ class ResidencyManager:
 
     def _memory_note(self, model: ServedModel) -> str:
         rss = self.measure(model)
-        used = f"{_mib(self.in_use())} of {_mib(self.budget)} budget in use" if self.budget else "no budget"
-        return f"{_mib(rss) if rss is not None else 'unknown memory'}; {used}"
+        return f"{mib(rss) if rss is not None else 'unknown memory'}; {self.memory.usage()}"
 
     async def _sample(self) -> None:
         """Every :data:`SAMPLE_INTERVAL_S`: each running engine's memory, and the models idle past
@@ -511,7 +428,7 @@ class ResidencyManager:
             await self._load(model)
         except OvserveError:
             if model.residency.pinned:  # a pinned model is kept trying, as at start
-                self._reserve_at_start(model)
+                self.memory.reserve_at_start(model)
                 self._start_in_background(model)
             raise
 
@@ -526,8 +443,8 @@ class ResidencyManager:
     async def _retiring(self, model: ServedModel) -> None:
         residency = model.residency
         while residency.busy or _running(residency.load_task):
-            with contextlib.suppress(TimeoutError):  # a request's end sets it; a waiter's leaving does not
-                await asyncio.wait_for(self._capacity.wait(), SAMPLE_INTERVAL_S)
+            # A request's end wakes it; a waiter's leaving does not.
+            await self.memory.wait_for_change(SAMPLE_INTERVAL_S)
         await self._unloading(model, "config")
         self._managed.pop(id(model), None)
         model.close()
