@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator
 
+from ovserve.clock import SYSTEM_CLOCK, Clock
 from ovserve.engine.channel import PipeChannel
 from ovserve.engine.launcher import EngineLauncher, EngineProcess, spawn_engine
 from ovserve.engine.memory import resident_memory_bytes
@@ -82,8 +83,10 @@ class EngineClient(EngineRequests):
         launcher: EngineLauncher = spawn_engine,
         stall_timeout: float,
         step_timeout: float,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__()
+        self._clock = clock  # the stall watchdog's (ovserve.clock): a test's clock moves by hand
         self.spec = spec
         self.state = EngineState.STOPPED
         # Processes launched to replace a dead or stalled one, or after a failed start (each attempt
@@ -96,7 +99,7 @@ class EngineClient(EngineRequests):
         self.last_report_at: float | None = None
         # Whether the engine is alive: its events (it reports at least once a second between steps)
         # and its CPU time (a long step works in silence), judged by ovserve.engine.watchdog.
-        self._stall_watch = StallWatch(stall_timeout, step_timeout, time.monotonic())
+        self._stall_watch = StallWatch(stall_timeout, step_timeout, clock.monotonic())
         self._watchdog: asyncio.Task[None] | None = None
         self.pid: int | None = None
         self._log_level = log_level
@@ -184,7 +187,7 @@ class EngineClient(EngineRequests):
         self.state = EngineState.READY
         ready_at = time.monotonic()
         self._restarts.became_ready(started, ready_at)
-        self._stall_watch.restart(ready_at)
+        self._stall_watch.restart(self._clock.monotonic())
         if self._watchdog is None:
             self._watchdog = loop.create_task(self._watch(), name=f"watchdog-{self.spec.name}")
         log.info(
@@ -266,7 +269,7 @@ class EngineClient(EngineRequests):
             return
         try:
             for events in conn.receive_ready():
-                self._stall_watch.heard(time.monotonic())
+                self._stall_watch.heard(self._clock.monotonic())
                 for event in events:
                     self._dispatch(event)
         except (EOFError, OSError):
@@ -318,10 +321,10 @@ class EngineClient(EngineRequests):
         a request that arrives meanwhile is refused at once instead of waiting for a dead engine."""
         interval = min(1.0, self._stall_watch.stall_timeout / 4)
         while not self._closing:
-            await sleep_to_next_tick(interval)  # with the other housekeeping (ovserve.ticks)
+            await sleep_to_next_tick(interval, self._clock)  # with the other housekeeping (ovserve.ticks)
             if not self.ready or self._process is None:
                 continue
-            now = time.monotonic()
+            now = self._clock.monotonic()
             sample = self._process.sample() if self._stall_watch.wants_sample(now) else None
             finding = self._stall_watch.check(now, sample)
             if finding is None:

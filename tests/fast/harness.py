@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from aiohttp.test_utils import TestClient
 
+from ovserve.clock import SYSTEM_CLOCK, Clock
 from ovserve.engine.client import EngineClient
 from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
 from ovserve.models.admission import Admission
@@ -98,10 +99,12 @@ def fast_model(
     template: str = TEMPLATE,
     tool_format: ToolCallFormat = hermes.FORMAT,
     task: Task = "text_generation",
+    clock: Clock = SYSTEM_CLOCK,
 ) -> FastModel:
     """A served model without model files: scripted engine, character tokenizer, Hermes tool calls
     (unless ``tool_format`` says otherwise), the small chat template above (unless ``template``).
-    ``task="embeddings"``: an embeddings model (the scripted engine's ``embedding`` of each text)."""
+    ``task="embeddings"``: an embeddings model (the scripted engine's ``embedding`` of each text).
+    ``clock``: the stall watchdog's (a test's ManualClock moves it by hand)."""
     launcher = ScriptedLauncher(script or reply("Hello", "!"))
     # model_construct: the settings' checks want an exported model directory.
     settings = ModelSettings.model_construct(
@@ -113,7 +116,9 @@ def fast_model(
     model = ServedModel(
         settings=settings,
         spec=spec,
-        engine=EngineClient(spec, launcher=launcher, stall_timeout=stall_timeout, step_timeout=step_timeout),
+        engine=EngineClient(
+            spec, launcher=launcher, stall_timeout=stall_timeout, step_timeout=step_timeout, clock=clock
+        ),
         tokenizer=PromptTokenizer(CharTokenizer(), name),
         template=ChatTemplate(template),
         defaults=ModelDefaults(defaults or {}),

@@ -119,8 +119,8 @@ async def test_engine_death_during_a_completion_is_a_retryable_503(serve) -> Non
         assert (await response.json())["error"]["code"] == "engine_died"
 
 
-async def test_a_hung_idle_engine_turns_not_ready_refuses_at_once_and_is_replaced(serve, messages) -> None:
-    fast = fast_model(stall_timeout=0.5)
+async def test_a_hung_idle_engine_turns_not_ready_refuses_at_once_and_is_replaced(serve, messages, clock) -> None:
+    fast = fast_model(stall_timeout=0.5, clock=clock)
     served = await serve(fast)
     status, _ = await served.chat(messages=messages)
     assert status == 200
@@ -133,6 +133,9 @@ async def test_a_hung_idle_engine_turns_not_ready_refuses_at_once_and_is_replace
         async with served.client.get("/v2/health/ready") as response:
             return response.status
 
+    await clock.advance(0.4)  # silent and idle, but not yet for the stall timeout
+    assert fast.model.engine.stalls == 0
+    await clock.advance(0.4)  # past it, and the watchdog's next tick (every stall timeout / 4)
     await eventually(lambda: fast.model.engine.stalls == 1)
     # Known to be stalled: refused with Retry-After before any engine work, not after a timeout.
     async with served.client.post("/v3/chat/completions", json={"model": MODEL, "messages": messages}) as response:
