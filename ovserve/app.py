@@ -20,15 +20,23 @@ from ovserve.core.completion import CompletionGeneration
 from ovserve.core.media import MediaResolver
 from ovserve.dialects.anthropic import response as anthropic
 from ovserve.dialects.anthropic.adapter import MessagesEndpoint
+from ovserve.dialects.anthropic.count import CountTokensEndpoint
 from ovserve.dialects.ollama import response as ollama
 from ovserve.dialects.ollama.adapter import OllamaEndpoint
-from ovserve.dialects.openai.audio.adapter import AudioService
-from ovserve.dialects.openai.audio.speech import SpeechService
+from ovserve.dialects.ollama.endpoints import OllamaEmbedEndpoint, OllamaGenerationEndpoint
+from ovserve.dialects.openai.audio.adapter import AudioService, TranscriptionEndpoint
+from ovserve.dialects.openai.audio.speech import SpeechEndpoint
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.load import LoadModelEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.dialects.openai.responses.store import ResponseStore
-from ovserve.dialects.openai.retrieval.adapter import RetrievalService
+from ovserve.dialects.openai.retrieval.adapter import (
+    DetokenizeEndpoint,
+    EmbeddingsEndpoint,
+    RerankEndpoint,
+    TokenizeEndpoint,
+)
 from ovserve.errors import (
     MethodNotAllowedError,
     NotFoundError,
@@ -157,20 +165,27 @@ def create_app(
     chat = ChatGeneration(models, app[keys.MEDIA])
     app[keys.CHAT] = ChatEndpoint(chat)
     app[keys.COMPLETIONS] = CompletionEndpoint(CompletionGeneration(models))
-    app[keys.RETRIEVAL] = RetrievalService(models)
-    app[keys.AUDIO] = AudioService(models, settings.max_audio_seconds)
-    app[keys.SPEECH] = SpeechService(models)
+    app[keys.EMBEDDINGS] = EmbeddingsEndpoint(models)
+    app[keys.RERANK] = RerankEndpoint(models)
+    app[keys.TOKENIZE] = TokenizeEndpoint(models)
+    app[keys.DETOKENIZE] = DetokenizeEndpoint(models)
+    app[keys.TRANSCRIPTIONS] = TranscriptionEndpoint(AudioService(models, settings.max_audio_seconds))
+    app[keys.SPEECH] = SpeechEndpoint(models)
     store = ResponseStore(
         settings.responses_store,
         max_count=settings.responses_store_max_count,
         max_bytes=int(settings.responses_store_max_mb * 1024 * 1024),
     )
     app[keys.RESPONSES] = ResponsesEndpoint(chat, store)
-    app[keys.OLLAMA] = OllamaEndpoint(models, chat, CompletionGeneration(models))
     app[keys.MESSAGES] = MessagesEndpoint(chat)
+    app[keys.COUNT_TOKENS] = CountTokensEndpoint(models, app[keys.MESSAGES])
     app[keys.LOOP_LAG] = LoopLagMonitor(clock=clock)
     residency = ResidencyManager(models, settings, clock=clock)
     app[keys.RESIDENCY] = residency
+    ollama_generation = OllamaEndpoint(models, chat, CompletionGeneration(models))
+    app[keys.OLLAMA] = OllamaGenerationEndpoint(ollama_generation, residency.expire)
+    app[keys.OLLAMA_EMBED] = OllamaEmbedEndpoint(models)
+    app[keys.LOAD_MODEL] = LoadModelEndpoint(models, residency.describe)
     if settings.config_path is not None:
         app[keys.CONFIG_RELOADER] = ConfigReloader(settings, models, residency)
     app[keys.METRICS] = metrics

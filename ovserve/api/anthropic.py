@@ -2,11 +2,10 @@
 Claude Code's ``?beta=true``), ``POST /v1/messages/count_tokens``, and the Anthropic shapes of
 ``GET /v1/models`` for a request that carries ``anthropic-version``.
 
-The messages handler shares the whole request path of the OpenAI endpoints
-(:func:`ovserve.api.routes.generate`: body, admission, deadline, metrics, disconnects); what differs
-is parsing (:func:`parse_messages_request`), the stream's framing (an ``event:`` line naming each
-event's type) and the error shape (Anthropic's, chosen per route by ``ovserve.api.table`` and
-written by the error middleware in ``ovserve.app``).
+Both routes come in through the request envelope (``ovserve.api.envelope``: body, admission, lease,
+deadline, metrics, disconnects); what differs is parsing (:func:`parse_messages_request`), the
+stream's framing (an ``event:`` line naming each event's type) and the error shape (Anthropic's,
+chosen per route by ``ovserve.api.table`` and written by the error middleware in ``ovserve.app``).
 
 Options this server does not use (``context_management``, ``output_config``, ``service_tier``,
 ``container``, ``mcp_servers``... and ``anthropic-beta`` features) are accepted and ignored: each
@@ -20,9 +19,8 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from ovserve.api import keys
-from ovserve.api.routes import generate, json_response, read_json_object
+from ovserve.api.envelope import Way
 from ovserve.api.sse import NamedEventWriter
-from ovserve.dialects.anthropic.adapter import MessagesEndpoint
 from ovserve.dialects.anthropic.request import MessagesRequest, PromptRequest
 from ovserve.errors import bad_request
 from ovserve.json_types import JsonObject
@@ -48,14 +46,5 @@ def parse_messages_request(request: web.Request, payload: JsonObject) -> Message
     return parsed
 
 
-async def create_message(request: web.Request) -> web.StreamResponse:
-    def parse(payload: JsonObject) -> MessagesRequest:
-        return parse_messages_request(request, payload)
-
-    endpoint: MessagesEndpoint = request.app[keys.MESSAGES]
-    return await generate(request, ENDPOINT, parse, endpoint, writer=NamedEventWriter)
-
-
-async def count_tokens(request: web.Request) -> web.Response:
-    parsed = _parse(request, await read_json_object(request), PromptRequest)
-    return json_response(await request.app[keys.MESSAGES].count_tokens(parsed))
+MESSAGES = Way(ENDPOINT, parse_messages_request, keys.MESSAGES, writer=NamedEventWriter)
+COUNT_TOKENS = Way("count_tokens", lambda request, payload: _parse(request, payload, PromptRequest), keys.COUNT_TOKENS)

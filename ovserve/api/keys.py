@@ -11,13 +11,20 @@ from ovserve.api.auth import ApiKeys
 from ovserve.api.drain import Drain
 from ovserve.core.media import MediaResolver
 from ovserve.dialects.anthropic.adapter import MessagesEndpoint
-from ovserve.dialects.ollama.adapter import OllamaEndpoint
-from ovserve.dialects.openai.audio.adapter import AudioService
-from ovserve.dialects.openai.audio.speech import SpeechService
+from ovserve.dialects.anthropic.count import CountTokensEndpoint
+from ovserve.dialects.ollama.endpoints import OllamaEmbedEndpoint, OllamaGenerationEndpoint
+from ovserve.dialects.openai.audio.adapter import TranscriptionEndpoint
+from ovserve.dialects.openai.audio.speech import SpeechEndpoint
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.load import LoadModelEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
-from ovserve.dialects.openai.retrieval.adapter import RetrievalService
+from ovserve.dialects.openai.retrieval.adapter import (
+    DetokenizeEndpoint,
+    EmbeddingsEndpoint,
+    RerankEndpoint,
+    TokenizeEndpoint,
+)
 from ovserve.loop_lag import LoopLagMonitor
 from ovserve.metrics import ServerMetrics
 from ovserve.models.manager import ResidencyManager
@@ -29,16 +36,23 @@ SETTINGS = web.AppKey("settings", ServerSettings)
 MODELS = web.AppKey("models", ModelRegistry)
 CHAT = web.AppKey("chat", ChatEndpoint)
 COMPLETIONS = web.AppKey("completions", CompletionEndpoint)
-# Embeddings, rerank, tokenize and detokenize.
-RETRIEVAL = web.AppKey("retrieval", RetrievalService)
-AUDIO = web.AppKey("audio", AudioService)
-SPEECH = web.AppKey("speech", SpeechService)
+EMBEDDINGS = web.AppKey("embeddings", EmbeddingsEndpoint)
+RERANK = web.AppKey("rerank", RerankEndpoint)
+TOKENIZE = web.AppKey("tokenize", TokenizeEndpoint)
+DETOKENIZE = web.AppKey("detokenize", DetokenizeEndpoint)
+# Transcriptions and translations.
+TRANSCRIPTIONS = web.AppKey("transcriptions", TranscriptionEndpoint)
+SPEECH = web.AppKey("speech", SpeechEndpoint)
+# POST /v3/models/{name}/load.
+LOAD_MODEL = web.AppKey("load_model", LoadModelEndpoint)
 # The Responses API, with its conversation store.
 RESPONSES = web.AppKey("responses", ResponsesEndpoint)
-# Ollama's /api/chat and /api/generate.
-OLLAMA = web.AppKey("ollama", OllamaEndpoint)
-# Anthropic's Messages API.
+# Ollama's /api/chat and /api/generate (generation, or a load or unload), /api/embed and /api/embeddings.
+OLLAMA = web.AppKey("ollama", OllamaGenerationEndpoint)
+OLLAMA_EMBED = web.AppKey("ollama_embed", OllamaEmbedEndpoint)
+# Anthropic's Messages API, and its count_tokens.
 MESSAGES = web.AppKey("messages", MessagesEndpoint)
+COUNT_TOKENS = web.AppKey("count_tokens", CountTokensEndpoint)
 LOOP_LAG = web.AppKey("loop_lag", LoopLagMonitor)
 # One task per model loaded at start: its engine's first successful start (retried until it works).
 ENGINE_LOADS = web.AppKey("engine_loads", list[asyncio.Task[None]])

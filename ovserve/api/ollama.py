@@ -1,29 +1,26 @@
 """Ollama's routes (``/api/*`` and ``/``): thin handlers over ``ovserve.dialects.ollama``.
 
-Generation goes through :func:`ovserve.api.routes.generate` (admission, deadline, metrics) with
-the NDJSON framing Ollama streams in: one JSON object per line, ``application/x-ndjson``. A request
-without messages (chat) or prompt (generate) only manages the model, as Ollama's does: it loads it
-(``done_reason: "load"``, once loaded), or with ``keep_alive: 0`` unloads it (``"unload"``: what
-``ollama stop`` sends). ``keep_alive`` on any request sets how long its model stays loaded after it
-(``ovserve.models.manager``). Errors are raised; the error middleware writes them in Ollama's
-shape (``{"error": "..."}``) on every route here.
+Chat, generate, embed and embeddings come in through the request envelope (``ovserve.api.envelope``:
+body, admission, lease, deadline, metrics) with the NDJSON framing Ollama streams in: one JSON
+object per line, ``application/x-ndjson``. A request without messages (chat) or prompt (generate)
+only manages the model, as Ollama's does (``ovserve.dialects.ollama.endpoints``). ``keep_alive`` on
+any request sets how long its model stays loaded after it (``ovserve.models.manager``). Errors are
+raised; the error middleware writes them in Ollama's shape (``{"error": "..."}``) on every route here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-import time
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from ovserve.api import keys
-from ovserve.api.routes import generate, json_response, read_json_object
+from ovserve.api.envelope import Way, json_response, read_json_object
 from ovserve.api.sse import SSEWriter, dumps
-from ovserve.core.embedding import Embedded, embed_texts
 from ovserve.dialects.ollama import models as info
 from ovserve.dialects.ollama.request import (
     ChatRequest,
@@ -32,20 +29,14 @@ from ovserve.dialects.ollama.request import (
     GenerateRequest,
     OllamaRequest,
     ShowRequest,
-    keep_alive_seconds,
 )
 from ovserve.dialects.ollama.response import (
-    AssistantMessage,
-    ChatResponse,
-    EmbeddingsResponse,
-    EmbedResponse,
-    GenerateResponse,
     ProcessResponse,
     TagsResponse,
     VersionResponse,
-    timestamp,
 )
-from ovserve.errors import BadRequestError, DeadlineExceededError, OvserveError, bad_request
+from ovserve.errors import BadRequestError, bad_request
+from ovserve.json_types import JsonObject
 from ovserve.models.residency import ModelState
 from ovserve.models.served import ModelRegistry
 
@@ -87,93 +78,14 @@ def _parse(payload: Any, model: type[Parsed], models: ModelRegistry) -> Parsed:
     return parsed
 
 
-def _deadline(request: web.Request) -> float | None:
-    timeout = request.app[keys.SETTINGS].request_timeout
-    return asyncio.get_running_loop().time() + timeout if timeout is not None else None
+def _parser(model: type[Parsed]) -> Callable[[web.Request, JsonObject], Parsed]:
+    return lambda request, payload: _parse(payload, model, request.app[keys.MODELS])
 
 
-async def _load_or_unload(request: web.Request, parsed: ChatRequest | GenerateRequest) -> web.Response:
-    """Ollama's answer to a request with nothing to generate (no messages / no prompt): the model
-    unloaded with ``keep_alive: 0`` (any task: ``ollama stop`` sends this for every model; 409 for a
-    pinned one), else loaded (within --request_timeout) with the request's ``keep_alive``."""
-    model = request.app[keys.MODELS].get(parsed.model)
-    keep_alive = keep_alive_seconds(parsed.keep_alive)
-    done_reason: Literal["load", "unload"]
-    if keep_alive == 0:
-        await request.app[keys.RESIDENCY].expire(model)
-        done_reason = "unload"
-    else:
-        model.require_task("text_generation")
-        model.check_available()
-        lease = await model.lease(_deadline(request), keep_alive=keep_alive)
-        lease.release()
-        done_reason = "load"
-    created = timestamp()
-    body: ChatResponse | GenerateResponse
-    if isinstance(parsed, ChatRequest):
-        message = AssistantMessage(role="assistant", content="")
-        body = ChatResponse(model=model.name, created_at=created, message=message, done=True, done_reason=done_reason)
-    else:
-        body = GenerateResponse(model=model.name, created_at=created, response="", done=True, done_reason=done_reason)
-    return json_response(body)
-
-
-async def chat(request: web.Request) -> web.StreamResponse:
-    parsed = _parse(await read_json_object(request), ChatRequest, request.app[keys.MODELS])
-    if not parsed.messages:
-        return await _load_or_unload(request, parsed)
-    endpoint = request.app[keys.OLLAMA]
-    return await generate(request, "ollama_chat", lambda _: parsed, endpoint, writer=NDJSONWriter)
-
-
-async def generate_text(request: web.Request) -> web.StreamResponse:
-    parsed = _parse(await read_json_object(request), GenerateRequest, request.app[keys.MODELS])
-    if not parsed.prompt and not parsed.images:
-        return await _load_or_unload(request, parsed)
-    endpoint = request.app[keys.OLLAMA]
-    return await generate(request, "ollama_generate", lambda _: parsed, endpoint, writer=NDJSONWriter)
-
-
-async def _embed(request: web.Request, texts: list[str], parsed: OllamaRequest, **fields: Any) -> Embedded:
-    """The texts embedded within --request_timeout (its model loaded for them if need be: a 503
-    when it cannot be in time), counted once in /metrics with the outcome."""
-    timeout = request.app[keys.SETTINGS].request_timeout
-    recorder = request.app[keys.METRICS].recorder("ollama_embed")
-    models, keep_alive = request.app[keys.MODELS], keep_alive_seconds(parsed.keep_alive)
-    try:
-        try:
-            done = await embed_texts(
-                models, parsed.model, texts, recorder=recorder, deadline=_deadline(request), keep_alive=keep_alive,
-                **fields,
-            )  # fmt: skip
-        except TimeoutError:
-            raise DeadlineExceededError(f"the request took longer than --request_timeout ({timeout:g} s)") from None
-    except OvserveError as exc:
-        recorder.finished(exc.error_type, exc.status)
-        raise
-    recorder.finished("stop", 200)
-    return done
-
-
-async def embed(request: web.Request) -> web.Response:
-    started = time.perf_counter_ns()
-    parsed = _parse(await read_json_object(request), EmbedRequest, request.app[keys.MODELS])
-    done = await _embed(request, parsed.inputs, parsed, truncate=parsed.truncate, dimensions=parsed.dimensions)
-    return json_response(
-        EmbedResponse(
-            model=done.model.name,
-            embeddings=done.vectors.tolist(),
-            total_duration=time.perf_counter_ns() - started,
-            load_duration=done.waited_ns,
-            prompt_eval_count=done.prompt_tokens,
-        )
-    )
-
-
-async def embeddings(request: web.Request) -> web.Response:
-    parsed = _parse(await read_json_object(request), EmbeddingsRequest, request.app[keys.MODELS])
-    done = await _embed(request, [parsed.prompt], parsed, truncate=True, dimensions=None, param="prompt")
-    return json_response(EmbeddingsResponse(embedding=done.vectors[0].tolist()))
+CHAT = Way("ollama_chat", _parser(ChatRequest), keys.OLLAMA, writer=NDJSONWriter)
+GENERATE = Way("ollama_generate", _parser(GenerateRequest), keys.OLLAMA, writer=NDJSONWriter)
+EMBED = Way("ollama_embed", _parser(EmbedRequest), keys.OLLAMA_EMBED)
+EMBEDDINGS = Way("ollama_embed", _parser(EmbeddingsRequest), keys.OLLAMA_EMBED)
 
 
 async def tags(request: web.Request) -> web.Response:

@@ -1,8 +1,9 @@
 """HTTP handlers of the Responses API: ``POST /v3/responses``, ``GET`` and ``DELETE /v3/responses/{id}``.
 
-The create handler shares the chat endpoints' whole request path (:func:`ovserve.api.routes.generate`:
-body, admission, deadline, metrics, disconnects); what differs is parsing (:func:`parse_responses_request`)
-and the stream's shape (named events, ``response.failed`` on a failure after the first byte).
+Create comes in through the request envelope (``ovserve.api.envelope``: body, admission, lease,
+deadline, metrics, disconnects); what differs is parsing (:func:`parse_responses_request`) and the
+stream's shape (named events, ``response.failed`` on a failure after the first byte). ``GET`` and
+``DELETE`` touch only the store.
 
 Parsing: built-in tools are refused first with their own message; the fields the Responses API
 owns are validated by :class:`~ovserve.dialects.openai.responses.request.ResponsesRequest`; every other field
@@ -10,7 +11,7 @@ goes through the chat field policy (``ovserve.api.field_policy``), so other serv
 names are mapped, refused or ignored exactly as on ``/v3/chat/completions``. A validation error's
 ``param`` is the JSON path of the offending value (``input.2.content.0.image_url``).
 
-Ownership: stored responses belong to the API key that created them (``routes.caller_of``); another
+Ownership: stored responses belong to the API key that created them (``envelope.caller_of``); another
 key's ``GET``, ``DELETE`` or ``previous_response_id`` gets the same 404 as an unknown id.
 """
 
@@ -22,11 +23,10 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from ovserve.api import keys
+from ovserve.api.envelope import Way, caller_of, json_response
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
-from ovserve.api.routes import caller_of, generate, json_response
 from ovserve.api.sse import NamedEventWriter
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
-from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.dialects.openai.responses.request import ResponsesRequest, builtin_tool_refusal
 from ovserve.errors import BadRequestError, UnsupportedParameterError, bad_request
 from ovserve.json_types import JsonObject
@@ -80,12 +80,7 @@ def parse_responses_request(request: web.Request, payload: JsonObject) -> Respon
     return parsed
 
 
-async def create_response(request: web.Request) -> web.StreamResponse:
-    def parse(payload: JsonObject) -> ResponsesRequest:
-        return parse_responses_request(request, payload)
-
-    endpoint: ResponsesEndpoint = request.app[keys.RESPONSES]
-    return await generate(request, ENDPOINT, parse, endpoint, writer=NamedEventWriter)
+CREATE = Way(ENDPOINT, parse_responses_request, keys.RESPONSES, writer=NamedEventWriter)
 
 
 async def get_response(request: web.Request) -> web.Response:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from aiohttp import web
 
-from ovserve.api import ollama, routes
-from ovserve.api.anthropic import count_tokens, create_message
+from ovserve.api import anthropic, ollama, responses, routes
+from ovserve.api.envelope import Way
 from ovserve.api.openapi import openapi_json
-from ovserve.api.responses import create_response, delete_response, get_response
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -42,7 +41,8 @@ OLLAMA_PATH = "/api/"
 class Route:
     method: Literal["GET", "POST", "DELETE"]
     path: str  # without prefix when ``prefixes`` is set
-    handler: Handler
+    # A route that touches a model comes in through the request envelope: its Way (ovserve.api.envelope).
+    handler: Handler | Way[Any]
     prefixes: tuple[str, ...] = ("",)
     open: bool = False  # answered without an API key
     while_draining: bool = False  # still answered once SIGTERM started a drain
@@ -56,25 +56,33 @@ class Route:
     def paths(self) -> list[str]:
         return [prefix + self.path for prefix in self.prefixes]
 
+    @property
+    def enveloped(self) -> bool:
+        """Whether the route comes in through the request envelope."""
+        return isinstance(self.handler, Way)
+
+    def serve(self) -> Handler:
+        return self.handler.handler() if isinstance(self.handler, Way) else self.handler
+
 
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/chat/completions", routes.chat_completions, API_PREFIXES),
-    Route("POST", "/completions", routes.completions, API_PREFIXES),
-    Route("POST", "/responses", create_response, API_PREFIXES),
-    Route("GET", "/responses/{response_id}", get_response, API_PREFIXES),
-    Route("DELETE", "/responses/{response_id}", delete_response, API_PREFIXES),
-    Route("POST", "/embeddings", routes.embeddings, API_PREFIXES),
-    Route("POST", "/rerank", routes.rerank, API_PREFIXES),
-    Route("POST", "/audio/transcriptions", routes.audio_transcriptions, API_PREFIXES),
-    Route("POST", "/audio/translations", routes.audio_translations, API_PREFIXES),
-    Route("POST", "/audio/speech", routes.audio_speech, API_PREFIXES),
-    Route("POST", "/tokenize", routes.tokenize, API_PREFIXES),
-    Route("POST", "/detokenize", routes.detokenize, API_PREFIXES),
-    Route("POST", "/messages", create_message, ANTHROPIC_PREFIXES, errors="anthropic"),
-    Route("POST", "/messages/count_tokens", count_tokens, ANTHROPIC_PREFIXES, errors="anthropic"),
+    Route("POST", "/chat/completions", routes.CHAT, API_PREFIXES),
+    Route("POST", "/completions", routes.COMPLETIONS, API_PREFIXES),
+    Route("POST", "/responses", responses.CREATE, API_PREFIXES),
+    Route("GET", "/responses/{response_id}", responses.get_response, API_PREFIXES),
+    Route("DELETE", "/responses/{response_id}", responses.delete_response, API_PREFIXES),
+    Route("POST", "/embeddings", routes.EMBEDDINGS, API_PREFIXES),
+    Route("POST", "/rerank", routes.RERANK, API_PREFIXES),
+    Route("POST", "/audio/transcriptions", routes.TRANSCRIPTIONS, API_PREFIXES),
+    Route("POST", "/audio/translations", routes.TRANSLATIONS, API_PREFIXES),
+    Route("POST", "/audio/speech", routes.SPEECH, API_PREFIXES),
+    Route("POST", "/tokenize", routes.TOKENIZE, API_PREFIXES),
+    Route("POST", "/detokenize", routes.DETOKENIZE, API_PREFIXES),
+    Route("POST", "/messages", anthropic.MESSAGES, ANTHROPIC_PREFIXES, errors="anthropic"),
+    Route("POST", "/messages/count_tokens", anthropic.COUNT_TOKENS, ANTHROPIC_PREFIXES, errors="anthropic"),
     Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES, errors="by_header"),
     Route("GET", "/models/{name}", routes.get_model, MODEL_LIST_PREFIXES, errors="by_header"),
-    Route("POST", "/models/{name}/load", routes.load_model, MODEL_LIST_PREFIXES, documented=False),
+    Route("POST", "/models/{name}/load", routes.LOAD_MODEL, MODEL_LIST_PREFIXES, documented=False),
     Route("POST", "/models/{name}/unload", routes.unload_model, MODEL_LIST_PREFIXES, documented=False),
     Route("POST", "/v1/config/reload", routes.reload_config, documented=False),
     Route("GET", "/v2/health/live", routes.health_live, open=True, while_draining=True),
@@ -85,10 +93,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/openapi.json", openapi_json),
     # Ollama's native API (ovserve.api.ollama); "/" is its liveness answer, open as the probes are.
     Route("GET", "/", ollama.root, open=True, errors="ollama"),
-    Route("POST", "/api/chat", ollama.chat, errors="ollama"),
-    Route("POST", "/api/generate", ollama.generate_text, errors="ollama"),
-    Route("POST", "/api/embed", ollama.embed, errors="ollama"),
-    Route("POST", "/api/embeddings", ollama.embeddings, errors="ollama"),
+    Route("POST", "/api/chat", ollama.CHAT, errors="ollama"),
+    Route("POST", "/api/generate", ollama.GENERATE, errors="ollama"),
+    Route("POST", "/api/embed", ollama.EMBED, errors="ollama"),
+    Route("POST", "/api/embeddings", ollama.EMBEDDINGS, errors="ollama"),
     Route("GET", "/api/tags", ollama.tags, errors="ollama"),
     Route("GET", "/api/ps", ollama.ps, errors="ollama"),
     Route("POST", "/api/show", ollama.show, errors="ollama"),
@@ -105,11 +113,12 @@ _BY_PATH = {(route.method, path): route for route in ROUTES for path in route.pa
 
 def add_routes(app: web.Application) -> None:
     for route in ROUTES:
+        handler = route.serve()
         for path in route.paths:
             if route.method == "GET":
-                app.router.add_get(path, route.handler)  # and HEAD
+                app.router.add_get(path, handler)  # and HEAD
             else:
-                app.router.add_route(route.method, path, route.handler)
+                app.router.add_route(route.method, path, handler)
 
 
 def is_open(request: web.Request, *, metrics_public: bool) -> bool:

@@ -1,54 +1,66 @@
 """Embeddings of texts, in no dialect's shape: checks, counting, admission, the engine, Matryoshka.
 
-:func:`embed_texts` is what a dialect's embeddings route needs below its own request and response
-models: the one embedding path (OpenAI's ``/embeddings`` and Ollama's ``/api/embed`` and
-``/api/embeddings`` render its result). Token-id inputs are decoded to text first (the pipeline
-takes only text; special ids are dropped, so an input of only special ids is a 400). Every check
-that can fail happens before engine work; ``param`` names the client's input field in each complaint. The model's engine
-is held for the work (loaded for it when it was unloaded), as every request holds it.
+:func:`prepare_embedding` and :class:`EmbeddingJob` are what a dialect's embeddings route needs
+below its own request and response models: the one embedding path (OpenAI's ``/embeddings`` and
+Ollama's ``/api/embed`` and ``/api/embeddings`` render its result). Token-id inputs are decoded to
+text first (the pipeline takes only text; special ids are dropped, so an input of only special ids
+is a 400). Every check that can fail happens before engine work. The job takes its model's
+admission and engine as every request's work does (``ovserve.core.engine_work``, driven by the
+request envelope).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ovserve.core.engine_work import engine_work
+from ovserve.core.engine_work import ModelWork
 from ovserve.errors import BadRequestError, UnsupportedParameterError
-from ovserve.metrics import RequestRecorder
 from ovserve.models.served import ModelRegistry, ServedModel
 
 
-@dataclass(frozen=True, slots=True)
-class Embedded:
-    model: ServedModel
-    vectors: np.ndarray  # one row per text, in order
+@dataclass(kw_only=True)
+class EmbeddingJob(ModelWork):
+    """Texts checked and counted for model ``model``'s engine; :meth:`run` embeds them."""
+
+    texts: list[str]
     prompt_tokens: int
-    waited_ns: int  # how long the request waited for the model's engine (a load included)
+    dimensions: int | None
+
+    @property
+    def admission_tokens(self) -> int:
+        return self.prompt_tokens
+
+    async def run(self) -> np.ndarray:
+        """One row per text, in order (shortened to ``dimensions`` when asked: Matryoshka)."""
+        vectors = await self.model.engine.embed(self.texts)
+        self.started()
+        if self.dimensions is not None:
+            vectors = shorten(self.model, vectors, self.dimensions)
+        return vectors
+
+    @property
+    def waited_ns(self) -> int:
+        """How long the request waited for the model's engine (a load included)."""
+        return self.lease.waited_ns if self.lease is not None else 0
 
 
-async def embed_texts(
+async def prepare_embedding(
     models: ModelRegistry,
     name: str,
     inputs: Sequence[str | Sequence[int]],
     *,
     truncate: bool,
     dimensions: int | None,
-    recorder: RequestRecorder,
-    deadline: float | None,
-    keep_alive: float | None = None,
     param: str = "input",
-) -> Embedded:
-    """``inputs`` (texts, or token-id lists) embedded by model ``name``. ``truncate``: an input
-    over the model's limit is cut (only where the model's graph truncates; elsewhere it stays a 400 naming the input).
-    ``deadline`` (event-loop time): a wait for the model's load past it is a 503, work past it a
-    TimeoutError. ``keep_alive``: how long the model stays loaded after this request."""
+) -> EmbeddingJob:
+    """``inputs`` (texts, or token-id lists) for model ``name``, checked and counted. ``truncate``:
+    an input over the model's limit is cut (only where the model's graph truncates; elsewhere it
+    stays a 400 naming the input); ``param`` names the client's input field in each complaint."""
     model = models.get(name)
     model.require_task("embeddings")
-    recorder.model = model.name
     model.check_available()
     settings = model.settings.retrieval
     if len(inputs) > settings.max_allowed_chunks:
@@ -64,17 +76,11 @@ async def embed_texts(
             f"model '{model.name}' does not support 'dimensions' (its graph does not declare matryoshka_embeddings)",
             param="dimensions",
         )
-    async with asyncio.timeout_at(deadline):  # the tokenizer's work counts towards the deadline
-        texts = [await _text_of(model, item, index, param) for index, item in enumerate(inputs)]
-        counts = await model.tokenizer.count_each(
-            texts, limit=model.context_length, truncate=truncate and settings.truncate, param=param
-        )
-    prompt_tokens = sum(counts)
-    async with engine_work(model, prompt_tokens, recorder, deadline, keep_alive=keep_alive) as lease:
-        vectors = await model.engine.embed(texts)
-    if dimensions is not None:
-        vectors = shorten(model, vectors, dimensions)
-    return Embedded(model, vectors, prompt_tokens, lease.waited_ns)
+    texts = [await _text_of(model, item, index, param) for index, item in enumerate(inputs)]
+    counts = await model.tokenizer.count_each(
+        texts, limit=model.context_length, truncate=truncate and settings.truncate, param=param
+    )
+    return EmbeddingJob(model=model, texts=texts, prompt_tokens=sum(counts), dimensions=dimensions)
 
 
 async def _text_of(model: ServedModel, item: str | Sequence[int], index: int, param: str) -> str:

@@ -24,14 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ovserve.core.conversation import Sampling
+from ovserve.core.engine_work import ModelWork
 from ovserve.core.generation_config import GenerationParams, resolve_generation_params, resolve_max_new_tokens
 from ovserve.core.output import ChoiceOutput, ParsedDelta
 from ovserve.core.stop import StopTrimmer
 from ovserve.engine.messages import EnginePrompt, SequenceOutput
-from ovserve.metrics import RequestRecorder
-from ovserve.models.admission import Ticket
 from ovserve.models.drafting import DRAFTING_KINDS, DraftingCounter
-from ovserve.models.residency import Lease
 from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.parsers.base import ToolCall
 
@@ -42,7 +40,7 @@ FinishReason = Literal["stop", "length", "tool_calls"]
 def ready_model(models: ModelRegistry, name: str) -> ServedModel:
     """The served model ``name``, or a 404 (unknown) / 400 (it does not generate text: an
     embeddings or rerank model) / 503 (loading at start, restarting, a failed load in its
-    backoff). A model unloaded on purpose passes: :meth:`Job.take_engine` loads it."""
+    backoff). A model unloaded on purpose passes: :meth:`ModelWork.take_engine` loads it."""
     model = models.get(name)
     model.require_task("text_generation")
     model.check_available()
@@ -160,26 +158,18 @@ class Choice:
 
 
 @dataclass(kw_only=True)
-class Job(ABC):
-    """A validated request, ready for the engine; each kind of job says what its prompts are."""
+class Job(ModelWork, ABC):
+    """A validated request, ready for the engine; each kind of job says what its prompts are.
+    Its admission and engine hold are every request's (:class:`~ovserve.core.engine_work.ModelWork`)."""
 
     id_prefix: ClassVar[str]
 
-    model: ServedModel
     params: GenerationParams
     include_usage: bool = False  # the stream ends with a usage chunk (OpenAI's stream_options)
     completion_tokens: int = field(default=0, init=False)
     cached_tokens: int | None = field(default=None, init=False)
     id: str = field(init=False)
     created: int = field(init=False)
-    # Set by admit(): the request's place in its model's admission counts, and its metrics.
-    ticket: Ticket | None = field(default=None, init=False)
-    recorder: RequestRecorder | None = field(default=None, init=False)
-    # Set by take_engine(): the hold on the model's engine (loaded for it if need be).
-    lease: Lease | None = field(default=None, init=False)
-    # Set by a dialect before take_engine(): how long the model stays loaded after this request
-    # (Ollama's keep_alive, seconds; negative: never); None: the model's own policy.
-    keep_alive: float | None = field(default=None, init=False)
     # How the choices ended, in the order they did (the outcome /metrics counts).
     finish_reasons: list[FinishReason] = field(default_factory=list, init=False)
 
@@ -204,24 +194,9 @@ class Job(ABC):
 
     # -- shared -------------------------------------------------------------------------------
 
-    def admit(self, recorder: RequestRecorder | None = None) -> None:
-        """Take a place in the model's queue (429 when it is full), before any engine work."""
-        self.ticket = self.model.admission.admit(self.prompt_tokens)
-        self.recorder = recorder
-        if recorder is not None:
-            recorder.admitted(self.prompt_tokens)
-
-    async def take_engine(self, deadline: float | None) -> None:
-        """After :meth:`admit`: hold the model's engine, waiting (until ``deadline``, event-loop
-        time) for it to load when it was unloaded; a 503 when it cannot be loaded in time."""
-        self.lease = await self.model.lease(deadline, keep_alive=self.keep_alive)
-
-    def release(self) -> None:
-        """Give the place and the engine back; idempotent, called however the request ended."""
-        if self.ticket is not None:
-            self.ticket.release()
-        if self.lease is not None:
-            self.lease.release()
+    @property
+    def admission_tokens(self) -> int:
+        return self.prompt_tokens
 
     @property
     def outcome(self) -> str:
@@ -247,8 +222,7 @@ class Job(ABC):
             async for output in outputs:
                 if output.token_count:
                     self.completion_tokens += output.token_count
-                    if self.ticket is not None:
-                        self.ticket.started()
+                    self.started()
                     if self.recorder is not None:
                         self.recorder.tokens(output.index, output.token_count)
                 if output.cached_tokens is not None:

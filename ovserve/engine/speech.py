@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from ovserve.engine.speech_text import split_for_speech
 from ovserve.engine.spec import EngineSpec
+from ovserve.engine.speech_text import split_for_speech
 from ovserve.json_types import JsonObject, json_list, json_object
 
 log = logging.getLogger("ovserve.engine")

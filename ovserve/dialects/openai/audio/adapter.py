@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ovserve.core.audio import DecodedAudio, decode_audio
+from ovserve.core.engine_work import ModelWork
+from ovserve.dialects.endpoint import Answer, RawBody
 from ovserve.dialects.openai.audio.request import AudioRequest
+from ovserve.dialects.openai.audio.response import TranscriptError, delta_event, done_event, render
 from ovserve.engine.messages import TranscribeRequest, TranscribeResult
 from ovserve.engine.speech import model_languages
-from ovserve.errors import BadRequestError, UnsupportedParameterError
+from ovserve.errors import BadRequestError, OvserveError, UnsupportedParameterError
 from ovserve.models.served import ModelRegistry, ServedModel
 
 TASK = "speech_to_text"
@@ -39,12 +42,23 @@ DECODE_SLOTS = 2
 _DEFAULT_TARGET_POSITIONS = 448
 
 
-@dataclass(frozen=True)
-class AudioJob:
+@dataclass(kw_only=True)
+class AudioJob(ModelWork):
+    """A transcription or translation: its upload is decoded inside the model's admission
+    (:meth:`before_engine`), so only admitted requests hold decoded samples."""
+
     request: AudioRequest
-    model: ServedModel
-    audio: DecodedAudio
+    service: AudioService
     max_new_tokens: int
+    audio: DecodedAudio | None = field(default=None, init=False)
+
+    async def before_engine(self) -> None:
+        self.audio = await self.service.decode(self.request)
+
+    @property
+    def seconds(self) -> float:
+        assert self.audio is not None, "decoded before the engine is held"
+        return self.audio.seconds
 
 
 def max_new_tokens(model_dir: Path) -> int:
@@ -92,18 +106,22 @@ class AudioService:
         model.check_available()  # a model unloaded on purpose passes: the request's lease loads it
         return model
 
-    async def decode(self, request: AudioRequest, model: ServedModel) -> AudioJob:
+    async def decode(self, request: AudioRequest) -> DecodedAudio:
+        """The upload's samples, decoded on a worker thread (at most DECODE_SLOTS at once)."""
         async with self._decodes:
-            audio = await asyncio.to_thread(decode_audio, request.file, self.max_audio_seconds)
-        return AudioJob(request, model, audio, max_new_tokens(model.spec.model_path))
+            return await asyncio.to_thread(decode_audio, request.file, self.max_audio_seconds)
 
     async def run(self, job: AudioJob) -> AsyncGenerator[str | TranscribeResult, None]:
+        """The transcript's text as the engine writes it, then its result; the audio metrics
+        recorded once it is done."""
         request = job.request
+        samples = job.audio.samples if job.audio is not None else None
+        assert samples is not None
 
         def command(request_id: int) -> TranscribeRequest:
             return TranscribeRequest(
                 request_id,
-                job.audio.samples,
+                samples,
                 request.task,
                 request.language,
                 request.prompt,
@@ -114,4 +132,47 @@ class AudioService:
             )
 
         async for item in job.model.engine.transcribe(command):
+            job.started()
+            if isinstance(item, TranscribeResult) and job.recorder is not None:
+                job.recorder.audio(request.task, job.seconds, job.engine_seconds())
             yield item
+
+
+@dataclass(frozen=True, slots=True)
+class AudioCall:
+    job: AudioJob
+    streaming: bool
+
+
+class TranscriptionEndpoint:
+    """``/audio/transcriptions`` and ``/audio/translations`` for the request envelope: the whole
+    transcript in the asked format, or (``stream``) its deltas as server-sent events."""
+
+    def __init__(self, service: AudioService) -> None:
+        self.service = service
+
+    async def prepare(self, request: AudioRequest, caller: str) -> AudioCall:
+        model = self.service.check(request)
+        job = AudioJob(
+            model=model, request=request, service=self.service, max_new_tokens=max_new_tokens(model.spec.model_path)
+        )
+        return AudioCall(job, request.stream)
+
+    async def complete(self, call: AudioCall) -> RawBody:
+        result = None
+        async for item in self.service.run(call.job):
+            if isinstance(item, TranscribeResult):
+                result = item
+        assert result is not None, "the engine ends a transcription with its result"
+        body, content_type = render(call.job.request, result, call.job.seconds)
+        return RawBody(body.encode(), f"{content_type}; charset=utf-8")
+
+    async def stream(self, call: AudioCall) -> AsyncIterator[Answer]:
+        async for item in self.service.run(call.job):
+            if isinstance(item, TranscribeResult):
+                yield done_event(item.text, call.job.seconds)
+            else:
+                yield delta_event(item)
+
+    def failure_event(self, call: AudioCall, error: OvserveError) -> Answer:
+        return TranscriptError.of(error)

@@ -16,7 +16,9 @@ from typing import Literal
 
 from ovserve.dialects.body import Body
 from ovserve.dialects.openai.audio.request import AudioRequest
+from ovserve.dialects.openai.common import ErrorBody, ErrorObject
 from ovserve.engine.messages import TranscribeResult
+from ovserve.errors import OvserveError
 
 # Whisper's language names (OpenAI's verbose_json names the language in English, lower case).
 LANGUAGE_NAMES = {
@@ -163,6 +165,17 @@ def render(request: AudioRequest, result: TranscribeResult, seconds: float) -> t
             return verbose(request, result, seconds).encode(), "application/json"
         case _:
             return Transcription(text=text, usage=usage(seconds)).encode(), "application/json"
+
+
+class TranscriptError(Body):
+    """The last event of a transcription stream that failed after its first byte."""
+
+    type: Literal["error"]
+    error: ErrorObject
+
+    @classmethod
+    def of(cls, error: OvserveError) -> TranscriptError:
+        return cls(type="error", error=ErrorBody.of(error).error)
 
 
 def delta_event(text: str) -> TranscriptTextDelta:

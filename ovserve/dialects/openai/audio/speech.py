@@ -5,11 +5,10 @@ Contract: :class:`SpeechRequest` validates the JSON body (``input`` 1..4096 char
 one of the model's voices (its speaker embeddings; OpenAI's ``{"id": ...}`` form is accepted too).
 A voice the model does not have is a 400 listing the ones it has, as in OVMS; ``stream_format``
 "sse" is refused (OpenAI's SSE events carry base64 audio deltas no SpeechT5 client asks for);
-``pcm`` is streamed as the engine speaks each piece of a long input (:meth:`SpeechService.speak_pcm`),
+``pcm`` is streamed as the engine speaks each piece of a long input (:meth:`SpeechEndpoint.stream`),
 the other formats are one whole file. ``instructions`` cannot steer SpeechT5 and is refused rather than ignored.
-:meth:`SpeechService.check` refuses what can be refused before work; :meth:`SpeechService.speak`
-(the model's engine held by the route) returns the encoded file, its content type, its sample
-rate (named in the ``X-Sample-Rate`` header) and its duration; ``pcm`` is raw 16-bit
+:class:`SpeechEndpoint` refuses what can be refused before work (``prepare``), then answers with
+the encoded file, its sample rate named in the ``X-Sample-Rate`` header; ``pcm`` is raw 16-bit
 little-endian mono at 24 kHz as OpenAI's (resampled from the model's rate: 16 kHz for SpeechT5),
 the containers keep the model's rate.
 """
@@ -18,14 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ovserve.core.audio import encode_audio
-from ovserve.errors import BadRequestError, UnsupportedParameterError
+from ovserve.core.engine_work import ModelWork
+from ovserve.dialects.endpoint import Answer, RawBody
+from ovserve.errors import BadRequestError, OvserveError, UnsupportedParameterError
 from ovserve.models.served import ModelRegistry, ServedModel
 
 TASK = "text_to_speech"
@@ -58,19 +60,26 @@ class SpeechRequest(BaseModel):
         return value
 
 
+@dataclass(kw_only=True)
+class SpeechJob(ModelWork):
+    request: SpeechRequest
+
+
 @dataclass(frozen=True, slots=True)
-class Speech:
-    """An answer: the encoded file, its content type and sample rate, and how long it plays."""
-
-    data: bytes
-    content_type: str
-    sample_rate: int
-    seconds: float
+class SpeechCall:
+    job: SpeechJob
+    streaming: bool  # pcm: written piece by piece as the engine speaks them
 
 
-class SpeechService:
+class SpeechEndpoint:
+    """``/audio/speech`` for the request envelope: one file, or raw ``pcm`` chunks as each piece of
+    the speech is made; the audio metrics recorded once the last piece is out."""
+
     def __init__(self, models: ModelRegistry) -> None:
         self.models = models
+
+    async def prepare(self, request: SpeechRequest, caller: str) -> SpeechCall:
+        return SpeechCall(SpeechJob(model=self.check(request), request=request), request.response_format == "pcm")
 
     def check(self, request: SpeechRequest) -> ServedModel:
         """The request's model, once everything that can be refused before work was checked."""
@@ -95,22 +104,36 @@ class SpeechService:
         model.check_available()  # a model unloaded on purpose passes: the request's lease loads it
         return model
 
-    async def speak_pcm(self, request: SpeechRequest, model: ServedModel) -> AsyncGenerator[Speech, None]:
-        """``pcm`` speech piece by piece as the engine makes them (each piece resampled on its own:
-        pieces start with a pause and fade at their edges, so their seams are silent). Closing it
-        early cancels the engine request."""
-        pieces = model.engine.synthesize_pieces(request.input, request.voice, request.speed)
+    async def stream(self, call: SpeechCall) -> AsyncIterator[Answer]:
+        """``pcm`` piece by piece as the engine makes them (each piece resampled on its own: pieces
+        start with a pause and fade at their edges, so their seams are silent). Closing it early
+        cancels the engine request."""
+        job, request = call.job, call.job.request
+        seconds = 0.0
+        pieces = job.model.engine.synthesize_pieces(request.input, request.voice, request.speed)
         async with contextlib.aclosing(pieces):
             async for piece in pieces:
-                data, content_type, rate = await asyncio.to_thread(
-                    encode_audio, piece.samples, piece.sample_rate, "pcm"
-                )
-                yield Speech(data, content_type, rate, len(piece.samples) / piece.sample_rate)
+                job.started()
+                seconds += len(piece.samples) / piece.sample_rate
+                yield await asyncio.to_thread(_encoded, piece.samples, piece.sample_rate, "pcm")
+        self._record(job, seconds)
 
-    async def speak(self, request: SpeechRequest, model: ServedModel) -> Speech:
-        """The speech of ``request`` by ``model`` (checked, its engine held by the caller)."""
-        result = await model.engine.synthesize(request.input, request.voice, request.speed)
-        data, content_type, rate = await asyncio.to_thread(
-            encode_audio, result.samples, result.sample_rate, request.response_format
-        )
-        return Speech(data, content_type, rate, len(result.samples) / result.sample_rate)
+    async def complete(self, call: SpeechCall) -> RawBody:
+        job, request = call.job, call.job.request
+        result = await job.model.engine.synthesize(request.input, request.voice, request.speed)
+        job.started()
+        self._record(job, len(result.samples) / result.sample_rate)
+        return await asyncio.to_thread(_encoded, result.samples, result.sample_rate, request.response_format)
+
+    def failure_event(self, call: SpeechCall, error: OvserveError) -> RawBody:
+        return RawBody(b"", "audio/pcm", cut=True)
+
+    @staticmethod
+    def _record(job: SpeechJob, seconds: float) -> None:
+        if job.recorder is not None:
+            job.recorder.audio("speech", seconds, job.engine_seconds(), len(job.request.input))
+
+
+def _encoded(samples: np.ndarray, rate: int, response_format: str) -> RawBody:
+    data, content_type, rate = encode_audio(samples, rate, response_format)
+    return RawBody(data, content_type, {"X-Sample-Rate": str(rate)})

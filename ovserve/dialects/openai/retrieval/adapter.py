@@ -17,17 +17,18 @@ Contract:
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import uuid
+from dataclasses import dataclass
 
 import numpy as np
 
 # The chat endpoint's own message -> template dict conversion, so that /tokenize's "messages"
 # counts exactly the prompt /chat/completions would send.
 from ovserve.core.chat import template_messages
-from ovserve.core.embedding import embed_texts
-from ovserve.core.engine_work import engine_work
+from ovserve.core.embedding import EmbeddingJob, prepare_embedding
+from ovserve.core.engine_work import ModelWork, TokenizerWork
+from ovserve.dialects.endpoint import UnaryEndpoint, WorkCall
 from ovserve.dialects.openai.chat.adapter import messages_of
 from ovserve.dialects.openai.retrieval.request import (
     DetokenizeRequest,
@@ -47,7 +48,6 @@ from ovserve.dialects.openai.retrieval.response import (
     TokenPiece,
 )
 from ovserve.errors import BadRequestError
-from ovserve.metrics import RequestRecorder
 from ovserve.models.served import ModelRegistry, ServedModel
 
 
@@ -69,63 +69,77 @@ def _encode_vector(vector: np.ndarray, encoding_format: str) -> list[float] | st
     return values
 
 
-class RetrievalService:
-    """The embeddings, rerank and tokenizer endpoints' work, over the served models."""
+@dataclass(kw_only=True)
+class RerankJob(ModelWork):
+    query: str
+    documents: list[str]
+    prompt_tokens: int
 
+    @property
+    def admission_tokens(self) -> int:
+        return self.prompt_tokens
+
+
+EmbeddingCall = WorkCall[EmbeddingJob, EmbeddingRequest]
+RerankCall = WorkCall[RerankJob, RerankRequest]
+TokenizeCall = WorkCall[TokenizerWork, TokenizeRequest]
+DetokenizeCall = WorkCall[TokenizerWork, DetokenizeRequest]
+
+
+def _model(models: ModelRegistry, name: str | None) -> ServedModel:
+    """The named model, or the only one served when the request names none (tokenize/detokenize)."""
+    if name is None:
+        if len(models) == 1:
+            return next(iter(models))
+        raise BadRequestError("this server serves several models: name one in 'model'", param="model")
+    return models.get(name)
+
+
+class EmbeddingsEndpoint(UnaryEndpoint[EmbeddingCall]):
     def __init__(self, models: ModelRegistry) -> None:
         self.models = models
 
-    def _model(self, name: str | None) -> ServedModel:
-        if name is None:
-            if len(self.models) == 1:
-                return next(iter(self.models))
-            raise BadRequestError("this server serves several models: name one in 'model'", param="model")
-        return self.models.get(name)
+    async def prepare(self, request: EmbeddingRequest, caller: str) -> EmbeddingCall:
+        job = await prepare_embedding(
+            self.models, request.model, request.inputs, truncate=True, dimensions=request.dimensions
+        )  # truncate: where the model's graph truncates
+        return WorkCall(job, request)
 
-    # -- embeddings -----------------------------------------------------------------------------
-
-    async def embed(
-        self, request: EmbeddingRequest, recorder: RequestRecorder, deadline: float | None = None
-    ) -> EmbeddingResponse:
-        done = await embed_texts(
-            self.models,
-            request.model,
-            request.inputs,
-            truncate=True,  # where the model's graph truncates
-            dimensions=request.dimensions,
-            recorder=recorder,
-            deadline=deadline,
-        )
+    async def complete(self, call: EmbeddingCall) -> EmbeddingResponse:
+        vectors = await call.job.run()
         data = [
-            Embedding(object="embedding", index=index, embedding=_encode_vector(vector, request.encoding_format))
-            for index, vector in enumerate(done.vectors)
+            Embedding(object="embedding", index=index, embedding=_encode_vector(vector, call.request.encoding_format))
+            for index, vector in enumerate(vectors)
         ]
-        return EmbeddingResponse(
-            object="list", data=data, model=done.model.name, usage=PromptUsage.of(done.prompt_tokens)
-        )
+        usage = PromptUsage.of(call.job.prompt_tokens)
+        return EmbeddingResponse(object="list", data=data, model=call.job.model.name, usage=usage)
 
-    # -- rerank ---------------------------------------------------------------------------------
 
-    async def rerank(
-        self, request: RerankRequest, recorder: RequestRecorder, deadline: float | None = None
-    ) -> RerankResponse:
+class RerankEndpoint(UnaryEndpoint[RerankCall]):
+    def __init__(self, models: ModelRegistry) -> None:
+        self.models = models
+
+    async def prepare(self, request: RerankRequest, caller: str) -> RerankCall:
         model = self.models.get(request.model)
         model.require_task("rerank")
-        recorder.model = model.name
         model.check_available()
         documents = request.texts
         _check_count(model, len(documents), "documents", "documents")
         limit = model.context_length
         # The query must leave room for a document; documents are cut to fit (a cross-encoder
         # reads query and document as one input of at most `limit` tokens).
-        async with asyncio.timeout_at(deadline):
-            (query_tokens,) = await model.tokenizer.count_each(
-                [request.query], limit=limit, truncate=False, param="query", label="the query"
-            )
-            document_tokens = await model.tokenizer.count_each(documents, limit=limit, truncate=True, param="documents")
+        (query_tokens,) = await model.tokenizer.count_each(
+            [request.query], limit=limit, truncate=False, param="query", label="the query"
+        )
+        document_tokens = await model.tokenizer.count_each(documents, limit=limit, truncate=True, param="documents")
         prompt_tokens = sum(min(limit, query_tokens + count) for count in document_tokens)
-        async with engine_work(model, prompt_tokens, recorder, deadline):
-            scores = await model.engine.rerank(request.query, documents)
+        job = RerankJob(model=model, query=request.query, documents=documents, prompt_tokens=prompt_tokens)
+        return WorkCall(job, request)
+
+    async def complete(self, call: RerankCall) -> RerankResponse:
+        job, request = call.job, call.request
+        scores = await job.model.engine.rerank(job.query, job.documents)
+        job.started()
         # Highest first; equal scores in document order, so the same request always gets the same answer.
         order = sorted(range(len(scores)), key=lambda index: (-scores[index], index))
         if request.top_n is not None:
@@ -134,16 +148,21 @@ class RetrievalService:
         for index in order:
             result = RerankResult(index=index, relevance_score=scores[index])
             if request.return_documents:
-                result.document = RerankedDocument(text=documents[index])
+                result.document = RerankedDocument(text=job.documents[index])
             results.append(result)
-        return RerankResponse(
-            id=f"rerank-{uuid.uuid4().hex}", model=model.name, results=results, usage=PromptUsage.of(prompt_tokens)
-        )
+        usage = PromptUsage.of(job.prompt_tokens)
+        return RerankResponse(id=f"rerank-{uuid.uuid4().hex}", model=job.model.name, results=results, usage=usage)
 
-    # -- tokenizer ------------------------------------------------------------------------------
 
-    async def tokenize(self, request: TokenizeRequest) -> TokenizeResponse:
-        model = self._model(request.model)
+class TokenizeEndpoint(UnaryEndpoint[TokenizeCall]):
+    def __init__(self, models: ModelRegistry) -> None:
+        self.models = models
+
+    async def prepare(self, request: TokenizeRequest, caller: str) -> TokenizeCall:
+        return WorkCall(TokenizerWork(model=_model(self.models, request.model)), request)
+
+    async def complete(self, call: TokenizeCall) -> TokenizeResponse:
+        model, request = call.job.model, call.request
         if request.messages is not None:
             model.require_task("text_generation")
             if any(message.image_parts() for message in request.messages):
@@ -162,6 +181,14 @@ class RetrievalService:
             tokens=[TokenPiece(id=token, piece=piece) for token, piece in zip(ids, pieces, strict=True)]
         )
 
-    async def detokenize(self, request: DetokenizeRequest) -> DetokenizeResponse:
-        model = self._model(request.model)
-        return DetokenizeResponse(content=await model.tokenizer.decode(request.tokens, skip_special_tokens=False))
+
+class DetokenizeEndpoint(UnaryEndpoint[DetokenizeCall]):
+    def __init__(self, models: ModelRegistry) -> None:
+        self.models = models
+
+    async def prepare(self, request: DetokenizeRequest, caller: str) -> DetokenizeCall:
+        return WorkCall(TokenizerWork(model=_model(self.models, request.model)), request)
+
+    async def complete(self, call: DetokenizeCall) -> DetokenizeResponse:
+        text = await call.job.model.tokenizer.decode(call.request.tokens, skip_special_tokens=False)
+        return DetokenizeResponse(content=text)
