@@ -264,18 +264,18 @@ class Tokenizers:
 
     @functools.cached_property
     def whisper(self) -> Path:
-        from scripts.demo_models.speech import build_whisper_tokenizer
+        from scripts.demo_models.speech_tokenizers import build_whisper_tokenizer
 
         return build_whisper_tokenizer(self._scratch / "tokenizer-whisper")
 
     @functools.cached_property
     def whisper_full(self) -> Path:
-        from scripts.demo_models.speech import WHISPER_VOCABULARY, build_whisper_tokenizer
+        from scripts.demo_models.speech_tokenizers import WHISPER_VOCABULARY, build_whisper_tokenizer
 
         return build_whisper_tokenizer(self._scratch / "tokenizer-whisper-full", WHISPER_VOCABULARY)
 
     @functools.cached_property
     def speecht5(self) -> Path:
-        from scripts.demo_models.speech import build_char_sentencepiece
+        from scripts.demo_models.speech_tokenizers import build_char_sentencepiece
 
         return build_char_sentencepiece(self._scratch / "tokenizer-speecht5")

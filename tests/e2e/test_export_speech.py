@@ -25,12 +25,8 @@ from tests.conftest import ROOT, Server, start_config_server
 
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from scripts.demo_models.speech import (
-        TINY_SPEECHT5_SPEC,
-        TINY_WHISPER_SPEC,
-        build_char_sentencepiece,
-        build_whisper_tokenizer,
-    )
+    from scripts.demo_models.speech import TINY_SPEECHT5_SPEC, TINY_WHISPER_SPEC
+    from scripts.demo_models.speech_tokenizers import build_char_sentencepiece, build_whisper_tokenizer
 
     root = tmp_path_factory.mktemp("speech-export")
     whisper = TINY_WHISPER_SPEC.checkpoint(build_whisper_tokenizer(root / "whisper-tokenizer"), root / "hf-whisper")
