@@ -7,14 +7,16 @@ samples from /proc the resident memory of the server process and of each of its 
 (its children), with its anonymous share (the heaps, where a leak or a cache grows). Each client
 draws its next request at random among ``--endpoints``:
 
-- ``chat``, ``completions``, ``responses`` (the default), streamed: a chat completion (some continue
-  the client's previous conversation, so the prefix cache is hit), a text completion or a Responses
-  request; prompts of 5 to 700 words, ``max_tokens`` 1 to ``--max_tokens``, half with
-  ``ignore_eos``, greedy or sampled;
-- ``embeddings``: a batch of 1 to 8 random strings, each of a random length up to
-  ``--input_max_chars`` ASCII characters (a token spells at least one such character, so a string
-  of 500 is within a 512-token limit, special tokens included): every (batch, length) input shape
-  keeps turning up, the shapes an engine's JIT kernel caches grow with;
+- ``chat``, ``completions``, ``responses`` (the default), ``messages`` (Anthropic), ``ollama_chat``,
+  streamed: a chat completion (some continue the client's previous conversation, so the prefix
+  cache is hit), a text completion, a Responses request, an Anthropic message or an Ollama chat;
+  prompts of 5 to 700 words, ``max_tokens`` 1 to ``--max_tokens``, half with ``ignore_eos``,
+  greedy or sampled;
+- ``embeddings`` (and ``ollama_embed``, Ollama's ``/api/embed``): a batch of 1 to 8 random strings,
+  each of a random length up to ``--input_max_chars`` ASCII characters (a token spells at least
+  one such character, so a string of 500 is within a 512-token limit, special tokens included):
+  every (batch, length) input shape keeps turning up, the shapes an engine's JIT kernel caches
+  grow with;
 - ``rerank``: a random query (up to 100 characters) and 1 to 8 random documents, each pair within
   ``--input_max_chars``;
 - ``transcriptions``: a WAV tone of a random duration (0.3 to ``--audio_max_seconds`` s);
@@ -234,8 +236,10 @@ class RequestFailed(Exception):
     pass
 
 
-GENERATION_ENDPOINTS = ("chat", "completions", "responses")
-ENDPOINTS = (*GENERATION_ENDPOINTS, "embeddings", "rerank", "transcriptions", "speech")
+GENERATION_ENDPOINTS = ("chat", "completions", "responses", "messages", "ollama_chat")
+ENDPOINTS = (*GENERATION_ENDPOINTS, "embeddings", "ollama_embed", "rerank", "transcriptions", "speech")
+# The endpoints whose model is the embeddings model.
+_EMBEDDING_ENDPOINTS = ("embeddings", "ollama_embed")
 
 
 def _words(rng: random.Random, most: int = 700) -> str:
@@ -322,6 +326,41 @@ async def _responses(session: aiohttp.ClientSession, base: str, model: str, body
     return int(last["response"]["usage"]["output_tokens"])
 
 
+async def _messages(session: aiohttp.ClientSession, base: str, model: str, body: dict[str, Any]) -> int:
+    """Anthropic's Messages API, streamed: named events ending with ``message_stop``."""
+    last, tokens = None, 0
+    async with await _post(session, f"{base}/v1/messages", {"model": model, "stream": True, **body}) as response:
+        async for event in _sse(response):
+            last = event
+            if event["type"] == "error":
+                raise RequestFailed(f"error event: {json.dumps(event)[:300]}")
+            if event["type"] == "message_delta":
+                tokens = int(event["usage"]["output_tokens"])
+    if not last or last["type"] != "message_stop":
+        raise RequestFailed(f"messages stream ended after {last and last['type']}")
+    return tokens
+
+
+async def _ollama_chat(session: aiohttp.ClientSession, base: str, model: str, body: dict[str, Any]) -> int:
+    """Ollama's /api/chat, streamed: NDJSON lines, the last with ``done`` and its counts."""
+    last = None
+    async with await _post(session, f"{base}/api/chat", {"model": model, "stream": True, **body}) as response:
+        async for raw in response.content:
+            if raw.strip():
+                last = json.loads(raw)
+                if "error" in last:
+                    raise RequestFailed(f"error line: {last['error']}")
+    if not last or not last.get("done"):
+        raise RequestFailed("ollama stream ended without its done line")
+    return int(last.get("eval_count") or 0)
+
+
+async def _ollama_embed(session: aiohttp.ClientSession, base: str, model: str, texts: list[str]) -> None:
+    body = await _json(session, f"{base}/api/embed", {"model": model, "input": texts})
+    if len(body["embeddings"]) != len(texts):
+        raise RequestFailed(f"{len(body['embeddings'])} embeddings for {len(texts)} inputs")
+
+
 def random_string(rng: random.Random, most_chars: int) -> str:
     """Random lowercase "words" of 1-12 letters, of a random total length (1 to ``most_chars``
     characters, uniformly: short and long inputs alike)."""
@@ -396,8 +435,10 @@ async def _retrieval_or_audio(
 ) -> None:
     """One retrieval or audio request of random size (see the module docstring)."""
     most = args.input_max_chars
-    if kind == "embeddings":
-        await _embeddings(session, base, models[kind], [random_string(rng, most) for _ in range(rng.randint(1, 8))])
+    if kind in _EMBEDDING_ENDPOINTS:
+        texts = [random_string(rng, most) for _ in range(rng.randint(1, 8))]
+        embed = _embeddings if kind == "embeddings" else _ollama_embed
+        await embed(session, base, models[kind], texts)
     elif kind == "rerank":
         query = random_string(rng, min(100, most // 2))
         documents = [random_string(rng, most - len(query) - 1) for _ in range(rng.randint(1, 8))]
@@ -444,6 +485,23 @@ async def client(
                 conversation.append({"role": "assistant", "content": answer})
             elif kind == "completions":
                 tokens = await _completion(session, base, model, _words(rng), extra)
+            elif kind == "messages":
+                body = {
+                    "system": rng.choice(_SYSTEM_PROMPTS),
+                    "messages": [{"role": "user", "content": _words(rng)}],
+                    "max_tokens": extra["max_tokens"],
+                    "temperature": extra["temperature"],
+                }
+                tokens = await _messages(session, base, model, body)
+            elif kind == "ollama_chat":
+                options = {"num_predict": extra["max_tokens"], "temperature": extra["temperature"]}
+                if "seed" in extra:
+                    options["seed"] = extra["seed"]
+                messages = [
+                    {"role": "system", "content": rng.choice(_SYSTEM_PROMPTS)},
+                    {"role": "user", "content": _words(rng)},
+                ]
+                tokens = await _ollama_chat(session, base, model, {"messages": messages, "options": options})
             else:
                 body = {
                     "instructions": rng.choice(_SYSTEM_PROMPTS),
@@ -548,7 +606,7 @@ async def _warm_up(session: aiohttp.ClientSession, base: str, kind: str, model: 
     """One small request of ``kind`` alone: a fresh server's first traffic is never concurrent."""
     if kind in GENERATION_ENDPOINTS:
         await _completion(session, base, model, "warm up", {"max_tokens": 4})
-    elif kind == "embeddings":
+    elif kind in _EMBEDDING_ENDPOINTS:
         await _embeddings(session, base, model, ["warm up"])
     elif kind == "rerank":
         await _rerank(session, base, model, "warm", ["up"])
@@ -566,6 +624,7 @@ async def soak(args: argparse.Namespace, base: str, server_pid: int) -> tuple[li
         default = args.model or await _served_model(session, base)
         chosen = {
             "embeddings": args.embeddings_model,
+            "ollama_embed": args.embeddings_model,
             "rerank": args.rerank_model,
             "transcriptions": args.transcription_model,
             "speech": args.speech_model,
