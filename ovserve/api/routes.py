@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -16,10 +17,11 @@ from pydantic import BaseModel, ValidationError
 
 from ovserve.api import keys
 from ovserve.api.auth import is_authorized
-from ovserve.api.envelope import EventWriter, RawWriter, Way, json_response
+from ovserve.api.envelope import EventWriter, Form, RawWriter, Way, json_response
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.dialects.anthropic import response as anthropic
-from ovserve.dialects.openai.audio.request import parse_form
+from ovserve.dialects.openai.audio.adapter import TranscriptionEndpoint
+from ovserve.dialects.openai.audio.request import AudioRequest, parse_form
 from ovserve.dialects.openai.audio.speech import SpeechRequest
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.request import CompletionRequest
@@ -101,20 +103,19 @@ EMBEDDINGS = Way("embeddings", _parsed(EmbeddingRequest), keys.EMBEDDINGS)
 RERANK = Way("rerank", _parsed(RerankRequest), keys.RERANK)
 TOKENIZE = Way("tokenize", _parsed(TokenizeRequest), keys.TOKENIZE)
 DETOKENIZE = Way("detokenize", _parsed(DetokenizeRequest), keys.DETOKENIZE)
-TRANSCRIPTIONS = Way(
-    "audio_transcriptions",
-    lambda request, form: parse_form(form, "transcribe"),
-    keys.TRANSCRIPTIONS,
-    body="form",
-    writer=EventWriter,
-)
-TRANSLATIONS = Way(
-    "audio_translations",
-    lambda request, form: parse_form(form, "translate"),
-    keys.TRANSCRIPTIONS,
-    body="form",
-    writer=EventWriter,
-)
+
+
+def _transcript_way(name: str, task: Literal["transcribe", "translate"]) -> Way[TranscriptionEndpoint]:
+    parse = functools.partial(_form, task=task)
+    return Way(name, parse, keys.TRANSCRIPTIONS, body="form", writer=EventWriter)
+
+
+def _form(request: web.Request, form: Form, *, task: Literal["transcribe", "translate"]) -> AudioRequest:
+    return parse_form(form, task)
+
+
+TRANSCRIPTIONS = _transcript_way("audio_transcriptions", "transcribe")
+TRANSLATIONS = _transcript_way("audio_translations", "translate")
 SPEECH = Way("audio_speech", _parsed(SpeechRequest), keys.SPEECH, writer=RawWriter)
 LOAD_MODEL = Way("load_model", lambda request, _: request.match_info["name"], keys.LOAD_MODEL, body="none")
 

@@ -66,18 +66,24 @@ class Route:
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/chat/completions", routes.CHAT, API_PREFIXES),
-    Route("POST", "/completions", routes.COMPLETIONS, API_PREFIXES),
-    Route("POST", "/responses", responses.CREATE, API_PREFIXES),
+    # OpenAI's operations, each under /v3, /v1 and no prefix.
+    *(
+        Route("POST", path, way, API_PREFIXES)
+        for path, way in (
+            ("/chat/completions", routes.CHAT),
+            ("/completions", routes.COMPLETIONS),
+            ("/responses", responses.CREATE),
+            ("/embeddings", routes.EMBEDDINGS),
+            ("/rerank", routes.RERANK),
+            ("/audio/transcriptions", routes.TRANSCRIPTIONS),
+            ("/audio/translations", routes.TRANSLATIONS),
+            ("/audio/speech", routes.SPEECH),
+            ("/tokenize", routes.TOKENIZE),
+            ("/detokenize", routes.DETOKENIZE),
+        )
+    ),
     Route("GET", "/responses/{response_id}", responses.get_response, API_PREFIXES),
     Route("DELETE", "/responses/{response_id}", responses.delete_response, API_PREFIXES),
-    Route("POST", "/embeddings", routes.EMBEDDINGS, API_PREFIXES),
-    Route("POST", "/rerank", routes.RERANK, API_PREFIXES),
-    Route("POST", "/audio/transcriptions", routes.TRANSCRIPTIONS, API_PREFIXES),
-    Route("POST", "/audio/translations", routes.TRANSLATIONS, API_PREFIXES),
-    Route("POST", "/audio/speech", routes.SPEECH, API_PREFIXES),
-    Route("POST", "/tokenize", routes.TOKENIZE, API_PREFIXES),
-    Route("POST", "/detokenize", routes.DETOKENIZE, API_PREFIXES),
     Route("POST", "/messages", anthropic.MESSAGES, ANTHROPIC_PREFIXES, errors="anthropic"),
     Route("POST", "/messages/count_tokens", anthropic.COUNT_TOKENS, ANTHROPIC_PREFIXES, errors="anthropic"),
     Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES, errors="by_header"),

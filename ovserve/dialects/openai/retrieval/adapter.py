@@ -82,8 +82,7 @@ class RerankJob(ModelWork):
 
 EmbeddingCall = WorkCall[EmbeddingJob, EmbeddingRequest]
 RerankCall = WorkCall[RerankJob, RerankRequest]
-TokenizeCall = WorkCall[TokenizerWork, TokenizeRequest]
-DetokenizeCall = WorkCall[TokenizerWork, DetokenizeRequest]
+TokenizerRequest = TokenizeRequest | DetokenizeRequest
 
 
 def _model(models: ModelRegistry, name: str | None) -> ServedModel:
@@ -154,15 +153,20 @@ class RerankEndpoint(UnaryEndpoint[RerankCall]):
         return RerankResponse(id=f"rerank-{uuid.uuid4().hex}", model=job.model.name, results=results, usage=usage)
 
 
-class TokenizeEndpoint(UnaryEndpoint[TokenizeCall]):
+class _TokenizerEndpoint(UnaryEndpoint[WorkCall[TokenizerWork, TokenizerRequest]]):
+    """A call of the named model's tokenizer (or the only model's): no engine, no load."""
+
     def __init__(self, models: ModelRegistry) -> None:
         self.models = models
 
-    async def prepare(self, request: TokenizeRequest, caller: str) -> TokenizeCall:
+    async def prepare(self, request: TokenizerRequest, caller: str) -> WorkCall[TokenizerWork, TokenizerRequest]:
         return WorkCall(TokenizerWork(model=_model(self.models, request.model)), request)
 
-    async def complete(self, call: TokenizeCall) -> TokenizeResponse:
+
+class TokenizeEndpoint(_TokenizerEndpoint):
+    async def complete(self, call: WorkCall[TokenizerWork, TokenizerRequest]) -> TokenizeResponse:
         model, request = call.job.model, call.request
+        assert isinstance(request, TokenizeRequest)
         if request.messages is not None:
             model.require_task("text_generation")
             if any(message.image_parts() for message in request.messages):
@@ -182,13 +186,9 @@ class TokenizeEndpoint(UnaryEndpoint[TokenizeCall]):
         )
 
 
-class DetokenizeEndpoint(UnaryEndpoint[DetokenizeCall]):
-    def __init__(self, models: ModelRegistry) -> None:
-        self.models = models
-
-    async def prepare(self, request: DetokenizeRequest, caller: str) -> DetokenizeCall:
-        return WorkCall(TokenizerWork(model=_model(self.models, request.model)), request)
-
-    async def complete(self, call: DetokenizeCall) -> DetokenizeResponse:
-        text = await call.job.model.tokenizer.decode(call.request.tokens, skip_special_tokens=False)
+class DetokenizeEndpoint(_TokenizerEndpoint):
+    async def complete(self, call: WorkCall[TokenizerWork, TokenizerRequest]) -> DetokenizeResponse:
+        request = call.request
+        assert isinstance(request, DetokenizeRequest)
+        text = await call.job.model.tokenizer.decode(request.tokens, skip_special_tokens=False)
         return DetokenizeResponse(content=text)
