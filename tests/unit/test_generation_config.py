@@ -9,6 +9,9 @@ import pytest
 from ovserve.core.conversation import Sampling
 from ovserve.core.generation_config import BUILTIN_DEFAULTS, resolve_generation_params, resolve_max_new_tokens
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
+from ovserve.dialects.openai.completions.request import CompletionRequest
+from ovserve.dialects.openai.request import SamplingRequest
+from ovserve.dialects.openai.responses.request import ResponsesRequest
 from ovserve.engine.messages import GenerationParams
 from ovserve.errors import BadRequestError, ContextLengthExceededError, UnsupportedParameterError
 from ovserve.models.defaults import ModelDefaults
@@ -88,6 +91,30 @@ def test_explicit_null_max_tokens_skips_the_model_default() -> None:
     assert resolve_max_new_tokens(Sampling(max_tokens_removed=True), defaults, max_tokens_limit=50, **kwargs) == 50
     assert request(max_tokens=None).output_limit_removed and not request().output_limit_removed
     assert request(max_completion_tokens=None).output_limit_removed
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "newer"),
+    [
+        (ChatCompletionRequest, {"messages": [{"role": "user", "content": "x"}]}, "max_completion_tokens"),
+        (ResponsesRequest, {"input": "x"}, "max_output_tokens"),
+        (CompletionRequest, {"prompt": "x"}, "max_tokens"),
+    ],
+)
+def test_each_openai_dialect_reads_its_output_limit_by_one_rule(
+    model: type[SamplingRequest], body: dict[str, object], newer: str
+) -> None:
+    """The newer name wins over max_tokens and is the param an error names; max_tokens alone works
+    in every dialect; an explicit null of max_tokens means up to the context."""
+
+    def read(**fields: object) -> tuple[int | None, str, bool]:
+        sent = model.model_validate({"model": "m", **body, **fields})
+        return sent.output_limit, sent.output_limit_param, sent.output_limit_removed
+
+    assert read() == (None, "max_tokens", False)
+    assert read(max_tokens=5) == (5, "max_tokens", False)
+    assert read(**{"max_tokens": 5, newer: 7}) == (7, newer, False)
+    assert read(max_tokens=None) == (None, "max_tokens", True)
 
 
 def test_beam_search_drops_model_penalties_and_refuses_sent_ones() -> None:

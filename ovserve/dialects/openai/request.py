@@ -15,7 +15,7 @@ as Databricks and Azure AI Foundry document (see :data:`NULL_MEANS_NO_LIMIT`).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -63,6 +63,9 @@ class SamplingRequest(Lenient):
     stream_options: StreamOptions | None = None
 
     max_tokens: int | None = Field(default=None, ge=1)
+    # The output limit's newer name, which wins over max_tokens when both are sent: chat's
+    # max_completion_tokens, Responses' max_output_tokens (text completions has only max_tokens).
+    output_limit_field: ClassVar[str] = "max_tokens"
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     # OVMS: (0, 1]. The engine takes float32, where smaller values become 0 and are refused:
     # MindIE's lower bound, 1e-6, keeps the meaning ("the top token only").
@@ -121,11 +124,18 @@ class SamplingRequest(Lenient):
 
     @property
     def output_limit(self) -> int | None:
-        return self.max_tokens
+        limit: int | None = getattr(self, self.output_limit_param)
+        return limit
 
     @property
     def output_limit_removed(self) -> bool:
-        """``max_tokens: null`` sent explicitly: generate up to the context, not the model's default."""
+        """The limit sent as an explicit ``null`` (the newer name's null counts even beside
+        ``max_tokens``): generate up to the context, not the model's default."""
+        newer = self.output_limit_field
+        if getattr(self, newer) is not None:
+            return False
+        if newer in self.model_fields_set:
+            return True
         return "max_tokens" in self.model_fields_set and self.max_tokens is None
 
     @property
@@ -146,8 +156,9 @@ class SamplingRequest(Lenient):
 
     @property
     def output_limit_param(self) -> str:
-        """The field that set the output limit (what an error about it names)."""
-        return "max_tokens"
+        """The field that set the output limit (what an error about it names): the newer name
+        when it was sent, else ``max_tokens``."""
+        return self.output_limit_field if getattr(self, self.output_limit_field) is not None else "max_tokens"
 
     def unknown_fields(self) -> list[str]:
         return sorted(self.model_extra or {})

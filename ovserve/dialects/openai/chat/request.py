@@ -3,7 +3,7 @@ conventions every OpenAI request model follows)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -128,6 +128,7 @@ class ChatCompletionRequest(SamplingRequest):
 
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
+    output_limit_field: ClassVar[str] = "max_completion_tokens"  # OpenAI's newer name wins
     # Only the chosen token's logprob exists (the engine gives no alternatives); top_logprobs > 0
     # is refused by the field policy.
     logprobs: bool = False
@@ -162,23 +163,6 @@ class ChatCompletionRequest(SamplingRequest):
     @property
     def forces_tool_call(self) -> bool:
         return self.tool_choice == "required" or isinstance(self.tool_choice, NamedToolChoice)
-
-    @property
-    def output_limit(self) -> int | None:
-        """``max_completion_tokens`` is OpenAI's newer name; it wins over ``max_tokens``."""
-        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
-
-    @property
-    def output_limit_param(self) -> str:
-        return "max_completion_tokens" if self.max_completion_tokens is not None else "max_tokens"
-
-    @property
-    def output_limit_removed(self) -> bool:
-        if self.max_completion_tokens is not None:
-            return False
-        if "max_completion_tokens" in self.model_fields_set:
-            return True
-        return super().output_limit_removed
 
     @property
     def wants_logprobs(self) -> bool:

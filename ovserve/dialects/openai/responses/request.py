@@ -16,7 +16,7 @@ Built-in tools (web search, file search, ...) are refused before validation with
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -200,6 +200,7 @@ class ResponsesRequest(SamplingRequest):
     store: bool = True
     metadata: dict[str, str] | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
+    output_limit_field: ClassVar[str] = "max_output_tokens"  # chat's max_tokens is accepted too
     tool_choice: Literal["none", "auto", "required"] | FunctionToolChoice | None = None
     parallel_tool_calls: bool = True
     text: TextParam | None = None
@@ -260,15 +261,6 @@ class ResponsesRequest(SamplingRequest):
         if value != 1:
             raise ValueError("a response has one output; n must be 1")
         return value
-
-    @property
-    def output_limit(self) -> int | None:
-        """``max_output_tokens``; chat's ``max_tokens`` is accepted too (the Responses name wins)."""
-        return self.max_output_tokens if self.max_output_tokens is not None else self.max_tokens
-
-    @property
-    def output_limit_param(self) -> str:
-        return "max_output_tokens" if self.max_output_tokens is not None else "max_tokens"
 
     @property
     def items(self) -> list[MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem]:
