@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ovserve.cli_types import int_at_least
 from ovserve.core.output import parse_text
 from ovserve.parsers import (
     PARSER_OFF,
@@ -48,16 +49,6 @@ class ParseUsageError(Exception):
     """A mistake on the command line or in a file it names: one line, exit status 2."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def add_parse_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tool_parser", metavar="NAME", help=f"{', '.join(sorted(TOOL_PARSERS))}, {PARSER_OFF} or {AUTO}"
@@ -67,7 +58,7 @@ def add_parse_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model_path", type=Path, metavar="DIR", help="model directory, for auto detection")
     parser.add_argument("--tools", type=Path, metavar="FILE", help="JSON file of the request's OpenAI tools")
-    parser.add_argument("--chunk", type=_positive_int, metavar="N", help="feed the text in deltas of N characters")
+    parser.add_argument("--chunk", type=int_at_least(1), metavar="N", help="feed the text in deltas of N characters")
     parser.add_argument(
         "--starts_in_reasoning", action="store_true", help="the prompt already opened the reasoning block"
     )

@@ -20,19 +20,13 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ovserve.cli_types import int_at_least
 from ovserve.export.report import ExportError
 
 WEIGHT_FORMATS = ("fp32", "fp16", "int8", "int4")
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
+non_negative_int = int_at_least(0)
 
 
 def add_task_parser(
