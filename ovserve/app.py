@@ -189,7 +189,7 @@ def create_app(
     if settings.config_path is not None:
         app[keys.CONFIG_RELOADER] = ConfigReloader(settings, models, residency)
     app[keys.METRICS] = metrics
-    app[keys.METRICS].watch(models, app[keys.LOOP_LAG], store, residency)
+    app[keys.METRICS].scrape.watch(models, app[keys.LOOP_LAG], store, residency)
     table.add_routes(app)
     app.cleanup_ctx.append(_engines)
     app.cleanup_ctx.append(_config_watch)

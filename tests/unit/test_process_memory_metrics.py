@@ -47,7 +47,7 @@ class _Model:
 
 def _samples(*models: _Model) -> dict[tuple[str, str], float]:
     metrics = ServerMetrics()
-    metrics.watch(models, LoopLagMonitor())
+    metrics.scrape.watch(models, LoopLagMonitor())
     text = generate_latest(metrics.registry).decode()
     return {
         (sample.name, sample.labels.get("model", "")): sample.value
