@@ -25,21 +25,6 @@ from ovserve.parsers.schemas import NO_TOOLS, ToolSchemas
 ParsedDelta = Parsed
 
 
-class _SplitterStage:
-    """:class:`ReasoningSplitter` as an :class:`OutputParser` (reasoning and content, no calls)."""
-
-    def __init__(self, fmt: ReasoningFormat, in_reasoning: bool) -> None:
-        self._splitter = ReasoningSplitter(fmt, in_reasoning=in_reasoning)
-
-    def push(self, text: str) -> Parsed:
-        split = self._splitter.push(text)
-        return Parsed(reasoning=split.reasoning, content=split.content)
-
-    def finish(self) -> Parsed:
-        split = self._splitter.finish()
-        return Parsed(reasoning=split.reasoning, content=split.content)
-
-
 class ChoiceOutput:
     def __init__(
         self,
@@ -61,7 +46,7 @@ class ChoiceOutput:
                 if reasoning_format.stream_parser is not None:
                     self._reasoning = reasoning_format.stream_parser(ParserContext(None, starts_in_reasoning))
                 else:
-                    self._reasoning = _SplitterStage(reasoning_format, starts_in_reasoning)
+                    self._reasoning = ReasoningSplitter(reasoning_format, in_reasoning=starts_in_reasoning)
             if tool_format is not None:
                 self._tools = ToolCallExtractor(tool_format, tools)
         # Longest first: a special token that contains another is removed whole.

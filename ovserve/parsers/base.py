@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -207,17 +207,12 @@ class ToolCallExtractor:
         return False
 
     def _holdback(self, text: str) -> int:
-        keep = 0
+        only_first = self._fmt.start_of_output_only
         for marker in self._markers():
-            if marker in self._fmt.start_of_output_only:
-                if not text.strip() or marker.startswith(text.lstrip()):
-                    keep = max(keep, len(text))
-                continue
-            for size in range(min(len(marker) - 1, len(text)), 0, -1):
-                if marker.startswith(text[-size:]):
-                    keep = max(keep, size)
-                    break
-        return keep
+            # Before any text, all of it may still be leading space or the opening of a marker.
+            if marker in only_first and (not text.strip() or marker.startswith(text.lstrip())):
+                return len(text)
+        return partial_marker(text, (marker for marker in self._markers() if marker not in only_first))
 
     def _emit_content(self, out: Extracted, text: str) -> None:
         body = text.rstrip()
@@ -269,7 +264,7 @@ class ToolCallExtractor:
 @dataclass(frozen=True)
 class ReasoningFormat:
     """``start``...``end`` around the reasoning at the beginning of the output. ``stream_parser``:
-    formats that need more (harmony channels) parse the whole output themselves."""
+    formats that need more (several spellings, harmony channels) parse the whole output themselves."""
 
     name: str
     start: str
@@ -277,51 +272,68 @@ class ReasoningFormat:
     special_tokens: tuple[str, ...] = ()  # as ToolCallFormat.special_tokens
     stream_parser: Callable[[ParserContext], OutputParser] | None = None
 
+    @property
+    def starts(self) -> tuple[str, ...]:
+        return (self.start,)
 
-@dataclass
-class Split:
-    reasoning: str = ""
-    content: str = ""
+    @property
+    def ends(self) -> tuple[str, ...]:
+        return (self.end,)
+
+
+class ReasoningMarkers(Protocol):
+    """The spellings that open (``starts``) and close (``ends``) the reasoning."""
+
+    @property
+    def starts(self) -> tuple[str, ...]: ...
+    @property
+    def ends(self) -> tuple[str, ...]: ...
 
 
 class ReasoningSplitter:
-    """Separates ``<think>...</think>`` from the answer; reasoning never leaks into content.
+    """Separates the reasoning at the beginning of the output (``<think>...</think>``, or any of
+    ``markers``' spellings) from the answer: an :class:`OutputParser` without calls.
 
-    ``in_reasoning``: the prompt already opened the block (templates that end with ``<think>``),
-    so the output starts inside it.
+    Reasoning never leaks into content and no marker reaches either; whitespace before the
+    opening marker and newlines after the closing one belong to neither; output that never closes
+    its reasoning is all reasoning. ``in_reasoning``: the output starts inside the reasoning (the
+    prompt opened it, templates that end with ``<think>``; or the family always does), and an
+    opening marker the model writes anyway is dropped.
     """
 
-    def __init__(self, fmt: ReasoningFormat, *, in_reasoning: bool = False) -> None:
-        self._fmt = fmt
-        self._state = "reasoning" if in_reasoning else "start"
-        self._pending = ""
+    def __init__(self, markers: ReasoningMarkers, *, in_reasoning: bool = False) -> None:
+        self._starts, self._ends = markers.starts, markers.ends
+        self._opened = in_reasoning
+        self._state = "start"  # start -> reasoning -> after -> content, or start -> content
+        self._pending = ""  # text that may still be (part of) a marker
 
-    def push(self, text: str) -> Split:
-        out = Split()
+    def push(self, text: str) -> Parsed:
+        out = Parsed()
         self._pending += text
         while self._pending:
             if self._state == "start":
                 stripped = self._pending.lstrip()
-                if stripped.startswith(self._fmt.start):
-                    self._pending = stripped[len(self._fmt.start) :]
+                start = next((marker for marker in self._starts if stripped.startswith(marker)), None)
+                if start is not None:
+                    self._pending = stripped[len(start) :]
                     self._state = "reasoning"
-                elif self._fmt.start.startswith(stripped):
-                    return out  # maybe the start tag, still arriving
+                elif any(marker.startswith(stripped) for marker in self._starts):
+                    return out  # maybe an opening marker, still arriving
                 else:
-                    self._state = "content"
+                    self._state = "reasoning" if self._opened else "content"
             elif self._state == "reasoning":
-                position = self._pending.find(self._fmt.end)
-                if position != -1:
-                    out.reasoning += self._pending[:position]
-                    self._pending = self._pending[position + len(self._fmt.end) :]
-                    self._state = "after_reasoning"
-                    continue
-                keep = _suffix_prefix(self._pending, self._fmt.end)
-                out.reasoning += self._pending[: len(self._pending) - keep]
-                self._pending = self._pending[len(self._pending) - keep :]
-                return out
-            elif self._state == "after_reasoning":
-                # Templates put blank lines between </think> and the answer; they belong to neither.
+                found = first_marker(self._pending, self._ends)
+                if found is None:
+                    keep = partial_marker(self._pending, self._ends)
+                    out.reasoning += self._pending[: len(self._pending) - keep]
+                    self._pending = self._pending[len(self._pending) - keep :]
+                    return out
+                position, end = found
+                out.reasoning += self._pending[:position]
+                self._pending = self._pending[position + len(end) :]
+                self._state = "after"
+            elif self._state == "after":
+                # Templates put blank lines between the closing marker and the answer.
                 self._pending = self._pending.lstrip("\n")
                 if self._pending:
                     self._state = "content"
@@ -330,10 +342,10 @@ class ReasoningSplitter:
                 self._pending = ""
         return out
 
-    def finish(self) -> Split:
-        out = Split()
-        if self._state == "reasoning":
-            out.reasoning = self._pending  # the model never closed its thinking
+    def finish(self) -> Parsed:
+        out = Parsed()
+        if self._state == "reasoning" or (self._state == "start" and self._opened):
+            out.reasoning = self._pending  # the model never closed its reasoning
         else:
             out.content = self._pending
         self._pending = ""
@@ -354,8 +366,23 @@ def inside_json_string(text: str) -> bool:
     return inside
 
 
-def _suffix_prefix(text: str, marker: str) -> int:
-    for size in range(min(len(marker) - 1, len(text)), 0, -1):
-        if marker.startswith(text[-size:]):
-            return size
-    return 0
+def first_marker(text: str, markers: Iterable[str]) -> tuple[int, str] | None:
+    """The earliest of ``markers`` in ``text`` and its position (at a tie, the first listed)."""
+    best: tuple[int, str] | None = None
+    for marker in markers:
+        position = text.find(marker)
+        if position != -1 and (best is None or position < best[0]):
+            best = (position, marker)
+    return best
+
+
+def partial_marker(text: str, markers: Iterable[str]) -> int:
+    """The length of the longest end of ``text`` that begins one of ``markers`` without being all
+    of it: text a stream parser holds back, as a marker may still be arriving."""
+    keep = 0
+    for marker in markers:
+        for size in range(min(len(marker) - 1, len(text)), keep, -1):
+            if marker.startswith(text[-size:]):
+                keep = size
+                break
+    return keep

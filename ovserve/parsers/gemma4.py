@@ -48,7 +48,15 @@ import re
 from enum import Enum
 
 from ovserve.json_types import JsonObject, JsonValue
-from ovserve.parsers.base import OutputParser, Parsed, ParserContext, ReasoningFormat, ToolCallFormat
+from ovserve.parsers.base import (
+    OutputParser,
+    Parsed,
+    ParserContext,
+    ReasoningFormat,
+    ToolCallFormat,
+    first_marker,
+    partial_marker,
+)
 from ovserve.parsers.calls import PayloadError, ToolCall
 from ovserve.parsers.schemas import ToolSchemas
 
@@ -57,6 +65,7 @@ TOOL_CALL_END = "<tool_call|>"
 STRING = '<|"|>'
 CHANNEL_START = "<|channel>"
 CHANNEL_END = "<channel|>"
+_MARKERS = (CHANNEL_START, CHANNEL_END)
 THOUGHT_LABEL = "thought"
 
 _CALL_PREFIX = "call:"
@@ -252,12 +261,13 @@ class ThoughtSplitter:
                 if not self._pending:
                     break
                 self._state = _State.CONTENT
-            position, marker = _first(self._pending, (CHANNEL_START, CHANNEL_END))
-            if marker is None:
-                keep = _suffix_prefix(self._pending, (CHANNEL_START, CHANNEL_END))
+            found = first_marker(self._pending, _MARKERS)
+            if found is None:
+                keep = partial_marker(self._pending, _MARKERS)
                 self._emit(self._pending[: len(self._pending) - keep], out)
                 self._pending = self._pending[len(self._pending) - keep :]
                 break
+            position, marker = found
             self._emit(self._pending[:position], out)
             self._pending = self._pending[position + len(marker) :]
             self._on_marker(marker)
@@ -299,7 +309,7 @@ class ThoughtSplitter:
         head = text if close == -1 else text[:close]
         if close == -1:
             # A marker's beginning at the end is no label text yet.
-            head = head[: len(head) - _suffix_prefix(head, (CHANNEL_START, CHANNEL_END))]
+            head = head[: len(head) - partial_marker(head, _MARKERS)]
         split = _after_label(head, closed=close != -1)
         if split is None:
             self._label, self._pending = text, ""
@@ -341,22 +351,6 @@ def _after_label(head: str, *, closed: bool) -> tuple[bool, str] | None:
     return False, head
 
 
-def _first(text: str, markers: tuple[str, ...]) -> tuple[int, str | None]:
-    best: tuple[int, str | None] = (-1, None)
-    for marker in markers:
-        position = text.find(marker)
-        if position != -1 and (best[1] is None or position < best[0]):
-            best = (position, marker)
-    return best
-
-
-def _suffix_prefix(text: str, markers: tuple[str, ...]) -> int:
-    for size in range(min(max(map(len, markers)) - 1, len(text)), 0, -1):
-        if any(marker.startswith(text[-size:]) for marker in markers):
-            return size
-    return 0
-
-
 def thought_splitter(context: ParserContext) -> OutputParser:
     return ThoughtSplitter(context)
 
@@ -366,6 +360,6 @@ REASONING_FORMAT = ReasoningFormat(
     # Used to tell whether the prompt itself opened the channel (chat.py: starts_in_reasoning).
     start=f"{CHANNEL_START}{THOUGHT_LABEL}",
     end=CHANNEL_END,
-    special_tokens=(CHANNEL_START, CHANNEL_END),
+    special_tokens=_MARKERS,
     stream_parser=thought_splitter,
 )

@@ -61,7 +61,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
 
-from ovserve.parsers.base import OutputParser, Parsed, ParserContext, ReasoningFormat, ToolCallFormat
+from ovserve.parsers.base import (
+    OutputParser,
+    Parsed,
+    ParserContext,
+    ReasoningFormat,
+    ToolCallFormat,
+    partial_marker,
+)
 from ovserve.parsers.calls import PayloadError, ToolCall
 from ovserve.parsers.schemas import ToolSchemas
 
@@ -138,7 +145,7 @@ class HarmonyParser:
         while self._pending:
             found = _first_marker(self._pending)
             if found is None:
-                keep = _marker_prefix(self._pending)
+                keep = partial_marker(self._pending, MARKERS)
                 self._text(self._pending[: len(self._pending) - keep], out)
                 self._pending = self._pending[len(self._pending) - keep :]
                 break
@@ -282,16 +289,6 @@ def _first_marker(text: str) -> tuple[int, str] | None:
                 return position, marker
         position = text.find("<|", position + 1)
     return None
-
-
-def _marker_prefix(text: str) -> int:
-    """The length of the longest end of ``text`` that could still grow into a marker."""
-    longest = max(len(marker) for marker in MARKERS)
-    for size in range(min(longest - 1, len(text)), 0, -1):
-        tail = text[-size:]
-        if any(marker.startswith(tail) for marker in MARKERS):
-            return size
-    return 0
 
 
 def parser(context: ParserContext) -> OutputParser:

@@ -36,3 +36,10 @@ def test_template_opened_the_block() -> None:
 
 def test_unclosed_thinking_stays_reasoning() -> None:
     assert split(["<think>still thinking"]) == ("still thinking", "")
+
+
+@pytest.mark.parametrize("cut", range(len("  <think>pondering</think>answer") + 1))
+def test_template_opened_the_block_and_the_model_opens_it_again(cut: int) -> None:
+    # The marker is dropped, as DeepSeek-R1's parser drops it: no marker reaches the reasoning.
+    text = "  <think>pondering</think>answer"
+    assert split([text[:cut], text[cut:]], in_reasoning=True) == ("pondering", "answer")
