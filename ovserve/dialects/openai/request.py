@@ -15,11 +15,12 @@ as Databricks and Azure AI Foundry document (see :data:`NULL_MEANS_NO_LIMIT`).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ovserve.core.conversation import Sampling
+from ovserve.core import conversation as core
+from ovserve.dialects.tagged import ByType
 
 # OVMS documents "up to 4 sequences" for stop, as OpenAI does.
 MAX_STOP_SEQUENCES = 4
@@ -163,9 +164,9 @@ class SamplingRequest(Lenient):
     def unknown_fields(self) -> list[str]:
         return sorted(self.model_extra or {})
 
-    def sampling(self) -> Sampling:
+    def sampling(self) -> core.Sampling:
         """The core's view of these fields (``ovserve.core.conversation``)."""
-        return Sampling(
+        return core.Sampling(
             max_tokens=self.output_limit,
             max_tokens_param=self.output_limit_param,
             max_tokens_removed=self.output_limit_removed,
@@ -199,11 +200,19 @@ class TextFormat(Lenient):
 
     type: Literal["text"]
 
+    def output_format(self, origin: str) -> core.OutputFormat | None:
+        """The core's output format (each format below says its own), ``origin`` the field that
+        carries it (``response_format``, ``text.format``): free text is none."""
+        return None
+
 
 class JSONObjectFormat(Lenient):
     """OpenAI: any JSON object."""
 
     type: Literal["json_object"]
+
+    def output_format(self, origin: str) -> core.OutputFormat:
+        return core.JsonObjectFormat(origin)
 
 
 class RegexFormat(Lenient):
@@ -221,6 +230,9 @@ class RegexFormat(Lenient):
             raise ValueError(f"not a valid regex: {exc}") from exc
         return pattern
 
+    def output_format(self, origin: str) -> core.OutputFormat:
+        return core.RegexFormat(self.pattern, origin)
+
 
 class ConstStringFormat(Lenient):
     """OVMS: exactly ``value``."""
@@ -228,7 +240,14 @@ class ConstStringFormat(Lenient):
     type: Literal["const_string"]
     value: str
 
+    def output_format(self, origin: str) -> core.OutputFormat:
+        return core.ConstFormat(self.value, origin)
 
+
+JsonSchemaT = TypeVar("JsonSchemaT", bound=Lenient)
 # OpenAI's text / json_object / json_schema, and OVMS's regex / const_string, told apart by
 # "type": an unknown type is reported with param "response_format.type", any other error of a
-# member with the path of the offending value (see ovserve.errors).
+# member with the path of the offending value (see ovserve.errors). Each dialect gives its own
+# json_schema member (chat's nests the schema in ``json_schema``, Responses' has it flat):
+# ``OutputFormats[JSONSchemaFormat]``.
+OutputFormats = Annotated[TextFormat | JSONObjectFormat | JsonSchemaT | RegexFormat | ConstStringFormat, ByType()]

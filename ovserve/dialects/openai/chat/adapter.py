@@ -7,20 +7,14 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncGenerator, Iterator
-from dataclasses import dataclass
 
 from ovserve.core.chat import ChatGeneration, ChatJob
 from ovserve.core.conversation import (
-    ConstFormat,
     Conversation,
     ForcedTool,
     Image,
-    JsonObjectFormat,
-    JsonSchemaFormat,
     Message,
-    OutputFormat,
     Part,
-    RegexFormat,
     Text,
     Tool,
     ToolCall,
@@ -28,18 +22,16 @@ from ovserve.core.conversation import (
 )
 from ovserve.core.job import Delta, Logprob
 from ovserve.dialects.body import EncodedBody
+from ovserve.dialects.endpoint import WorkCall
 from ovserve.dialects.openai.chat import response as body
 from ovserve.dialects.openai.chat.request import (
     ChatCompletionRequest,
     ChatMessage,
     ImagePart,
-    JSONSchemaFormat,
     NamedToolChoice,
     TextPart,
 )
 from ovserve.dialects.openai.common import ErrorBody, Usage
-from ovserve.dialects.openai.request import ConstStringFormat, JSONObjectFormat
-from ovserve.dialects.openai.request import RegexFormat as RegexRequestFormat
 from ovserve.errors import OvserveError
 from ovserve.parsers.calls import ToolCall as ParsedToolCall
 from ovserve.parsers.calls import arguments_json
@@ -64,7 +56,7 @@ def conversation_of(request: ChatCompletionRequest) -> Conversation:
         ],
         tool_choice=_tool_choice(request),
         parallel_tool_calls=request.parallel_tool_calls,
-        output_format=_output_format(request),
+        output_format=request.output_format(),
         template_kwargs=request.chat_template_kwargs,
         reasoning_effort=request.reasoning_effort,
     )
@@ -107,29 +99,8 @@ def _tool_choice(request: ChatCompletionRequest) -> ToolChoice:
     return choice or "auto"
 
 
-def _output_format(request: ChatCompletionRequest) -> OutputFormat | None:
-    match request.response_format:
-        case JSONObjectFormat():
-            return JsonObjectFormat("response_format")
-        case JSONSchemaFormat(json_schema=spec):
-            return JsonSchemaFormat(spec.schema_, "response_format", "response_format.json_schema.schema")
-        case RegexRequestFormat(pattern=pattern):
-            return RegexFormat(pattern, "response_format")
-        case ConstStringFormat(value=value):
-            return ConstFormat(value, "response_format")
-    return None  # text, or none sent
-
-
-@dataclass(slots=True)
-class ChatCall:
-    """One chat request on its way: the client's request and its core job."""
-
-    request: ChatCompletionRequest
-    job: ChatJob
-
-    @property
-    def streaming(self) -> bool:
-        return self.request.stream
+# One chat request on its way: its core job and the client's request.
+ChatCall = WorkCall[ChatJob, ChatCompletionRequest]
 
 
 class ChatEndpoint:
@@ -141,7 +112,7 @@ class ChatEndpoint:
     async def prepare(self, request: ChatCompletionRequest, caller: str) -> ChatCall:
         job = await self.generation.prepare(conversation_of(request))
         job.include_usage = request.include_usage
-        return ChatCall(request, job)
+        return WorkCall(job, request, streaming=request.stream)
 
     async def complete(self, call: ChatCall) -> body.ChatCompletion:
         job = call.job

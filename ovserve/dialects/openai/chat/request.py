@@ -7,16 +7,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ovserve.core.conversation import ReasoningEffort
-from ovserve.dialects.openai.request import (
-    ConstStringFormat,
-    JSONObjectFormat,
-    Lenient,
-    RegexFormat,
-    SamplingRequest,
-    TextFormat,
-)
-from ovserve.dialects.tagged import ByType
+from ovserve.core.conversation import JsonSchemaFormat, OutputFormat, ReasoningEffort
+from ovserve.dialects.openai.request import Lenient, OutputFormats, SamplingRequest
 from ovserve.json_types import JsonObject
 
 
@@ -116,11 +108,11 @@ class JSONSchemaFormat(Lenient):
     type: Literal["json_schema"]
     json_schema: JSONSchemaSpec
 
+    def output_format(self, origin: str) -> OutputFormat:
+        return JsonSchemaFormat(self.json_schema.schema_, origin, f"{origin}.json_schema.schema")
 
-ResponseFormat = Annotated[
-    TextFormat | JSONObjectFormat | JSONSchemaFormat | RegexFormat | ConstStringFormat,
-    ByType(),
-]
+
+ResponseFormat = OutputFormats[JSONSchemaFormat]
 
 
 class ChatCompletionRequest(SamplingRequest):
@@ -167,3 +159,7 @@ class ChatCompletionRequest(SamplingRequest):
     @property
     def wants_logprobs(self) -> bool:
         return self.logprobs
+
+    def output_format(self) -> OutputFormat | None:
+        """The core's view of ``response_format``."""
+        return None if self.response_format is None else self.response_format.output_format("response_format")

@@ -14,20 +14,16 @@ from dataclasses import dataclass
 from ovserve.core.completion import CompletionGeneration, CompletionJob, Prompts
 from ovserve.core.job import Logprob
 from ovserve.dialects.body import NUMBER_HOLE, EncodedBody, Template, json_string, text_hole
+from ovserve.dialects.endpoint import WorkCall
 from ovserve.dialects.openai.common import ErrorBody, Usage
 from ovserve.dialects.openai.completions.request import CompletionRequest
 from ovserve.dialects.openai.completions.response import Completion, CompletionChoice, CompletionLogprobs
 from ovserve.errors import OvserveError, UnsupportedParameterError
 
 
-@dataclass(slots=True)
-class CompletionCall:
-    request: CompletionRequest
-    job: CompletionJob
-
-    @property
-    def streaming(self) -> bool:
-        return self.request.stream
+@dataclass(frozen=True, slots=True)
+class CompletionCall(WorkCall[CompletionJob, CompletionRequest]):
+    """One completions request on its way: its core job and the client's request."""
 
     def prefix(self, choice: int) -> str:
         """What the choice's text starts with: its prompt with ``echo``."""
@@ -49,7 +45,7 @@ class CompletionEndpoint:
         prompts = Prompts(model=request.model, prompts=request.prompts, sampling=request.sampling())
         job = await self.generation.prepare(prompts)
         job.include_usage = request.include_usage
-        return CompletionCall(request, job)
+        return CompletionCall(job, request, streaming=request.stream)
 
     async def complete(self, call: CompletionCall) -> Completion:
         job = call.job

@@ -40,25 +40,18 @@ from pydantic import TypeAdapter
 
 from ovserve.core.chat import ChatGeneration, ChatJob
 from ovserve.core.conversation import (
-    ConstFormat,
     Conversation,
     ForcedTool,
     Image,
-    JsonObjectFormat,
-    JsonSchemaFormat,
     Message,
-    OutputFormat,
     Part,
     Reasoning,
-    RegexFormat,
     Text,
     Tool,
     ToolCall,
     ToolChoice,
 )
 from ovserve.dialects.body import EncodedBody
-from ovserve.dialects.openai.request import ConstStringFormat, JSONObjectFormat
-from ovserve.dialects.openai.request import RegexFormat as RegexRequestFormat
 from ovserve.dialects.openai.responses.events import OutputBuilder, new_id
 from ovserve.dialects.openai.responses.request import (
     FunctionCallItem,
@@ -66,7 +59,6 @@ from ovserve.dialects.openai.responses.request import (
     FunctionTool,
     FunctionToolChoice,
     InputImage,
-    JSONSchemaTextFormat,
     MessageItem,
     ReasoningItem,
     ResponsesRequest,
@@ -196,7 +188,7 @@ def conversation_of(request: ResponsesRequest, history: list[InputItem]) -> Conv
         tools=[_tool(tool, position) for position, tool in enumerate(request.tools or [])],
         tool_choice=_tool_choice(request),
         parallel_tool_calls=request.parallel_tool_calls,
-        output_format=_output_format(request),
+        output_format=request.output_format(),
         template_kwargs=request.chat_template_kwargs,
         reasoning_effort=request.reasoning.effort if request.reasoning is not None else None,
     )
@@ -217,19 +209,6 @@ def _tool_choice(request: ResponsesRequest) -> ToolChoice:
     if isinstance(request.tool_choice, FunctionToolChoice):
         return ForcedTool(request.tool_choice.name)
     return request.tool_choice or "auto"
-
-
-def _output_format(request: ResponsesRequest) -> OutputFormat | None:
-    match request.text_format:
-        case JSONSchemaTextFormat(schema_=schema):
-            return JsonSchemaFormat(schema, "text.format", "text.format.schema")
-        case JSONObjectFormat():
-            return JsonObjectFormat("text.format")
-        case RegexRequestFormat(pattern=pattern):
-            return RegexFormat(pattern, "text.format")
-        case ConstStringFormat(value=value):
-            return ConstFormat(value, "text.format")
-    return None  # text, or none sent
 
 
 # -- one request on its way ------------------------------------------------------------------

@@ -20,16 +20,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from ovserve.core.conversation import ReasoningEffort
+from ovserve.core.conversation import JsonSchemaFormat, OutputFormat, ReasoningEffort
 from ovserve.dialects.openai.chat.request import FunctionDefinition
-from ovserve.dialects.openai.request import (
-    ConstStringFormat,
-    JSONObjectFormat,
-    Lenient,
-    RegexFormat,
-    SamplingRequest,
-    TextFormat,
-)
+from ovserve.dialects.openai.request import Lenient, OutputFormats, SamplingRequest
 from ovserve.dialects.tagged import ByType, StrOrList
 from ovserve.json_types import JsonObject
 
@@ -163,11 +156,11 @@ class JSONSchemaTextFormat(Lenient):
     schema_: JsonObject = Field(default_factory=dict, alias="schema")
     strict: bool | None = None
 
+    def output_format(self, origin: str) -> OutputFormat:
+        return JsonSchemaFormat(self.schema_, origin, f"{origin}.schema")
 
-TextFormatConfig = Annotated[
-    TextFormat | JSONObjectFormat | JSONSchemaTextFormat | RegexFormat | ConstStringFormat,
-    ByType(),
-]
+
+TextFormatConfig = OutputFormats[JSONSchemaTextFormat]
 
 
 class TextParam(Lenient):
@@ -272,6 +265,10 @@ class ResponsesRequest(SamplingRequest):
     @property
     def text_format(self) -> TextFormatConfig | None:
         return self.text.format if self.text is not None else None
+
+    def output_format(self) -> OutputFormat | None:
+        """The core's view of ``text.format``."""
+        return None if self.text_format is None else self.text_format.output_format("text.format")
 
 
 def builtin_tool_refusal(tools: object) -> tuple[str, str] | None:
