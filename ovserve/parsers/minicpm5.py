@@ -9,7 +9,7 @@ new template; OpenBMB/MiniCPM's README points MiniCPM5-1B at SGLang's ``minicpm5
 
 A value is the text between ``<param name="...">`` and ``</param>``, stripped of surrounding
 whitespace (all three references strip it) or the inside of a ``<![CDATA[...]]>`` section, typed
-by the tool's schema (:func:`~ovserve.parsers.base.typed_value`). A ``</param>`` closes the value
+by the tool's schema (:func:`~ovserve.parsers.schemas.typed_value`). A ``</param>`` closes the value
 only where the next ``<param`` or the end of the function follows. XML entities are not decoded
 (OVMS does not either; a model writing code writes ``&`` and ``<`` as they are). Names may be
 quoted with ``"`` or ``'``.
@@ -21,20 +21,11 @@ value. Limit: a value that contains ``</param>`` and then ``</function>`` still 
 
 from __future__ import annotations
 
-from typing import Any
-
 from ovserve.json_types import JsonObject
 from ovserve.parsers.base import ToolCallFormat
 from ovserve.parsers.calls import PayloadError, ToolCall
-from ovserve.parsers.schemas import (
-    SchemaRegex,
-    ToolSchemas,
-    property_schema,
-    regex_literal,
-    schema_arguments,
-    text_value_regex,
-    typed_value,
-)
+from ovserve.parsers.schemas import ToolSchemas, property_schema, tagged_call, typed_value
+from ovserve.parsers.segments import inside_value, skip_space, value_end
 
 START, END = "<function name=", "</function>"
 PARAMETER, PARAMETER_END = "<param name=", "</param>"
@@ -55,16 +46,6 @@ def _attribute(text: str, position: int) -> tuple[str, int]:
     return name, close + 2
 
 
-def _value_end(body: str, start: int) -> int:
-    search = start
-    while (found := body.find(PARAMETER_END, search)) != -1:
-        after = body[found + len(PARAMETER_END) :].lstrip()
-        if not after or after.startswith(PARAMETER):
-            return found
-        search = found + 1
-    raise PayloadError(f"missing {PARAMETER_END}")
-
-
 def _text(value: str) -> str:
     value = value.strip()
     if value.startswith(CDATA) and value.endswith(CDATA_END):
@@ -75,14 +56,11 @@ def _text(value: str) -> str:
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     name, position = _attribute(payload, 0)
     arguments: JsonObject = {}
-    while True:
-        position += len(payload[position:]) - len(payload[position:].lstrip())
-        if position >= len(payload):
-            break
+    while (position := skip_space(payload, position)) < len(payload):
         if not payload.startswith(PARAMETER, position):
             raise PayloadError(f"expected {PARAMETER}")
         argument, start = _attribute(payload, position + len(PARAMETER))
-        end = _value_end(payload, start)
+        end = value_end(payload, start, PARAMETER_END, PARAMETER)
         arguments[argument] = typed_value(_text(payload[start:end]), property_schema(tools, name, argument))
         position = end + len(PARAMETER_END)
     return [ToolCall(name=name, arguments=arguments)]
@@ -90,19 +68,14 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
 
 def open_payload(payload: str) -> bool:
     """Whether the payload stops inside a value (the end marker is the value's text)."""
-    return payload.rfind(PARAMETER) > payload.rfind(PARAMETER_END)
+    return inside_value(payload, PARAMETER, PARAMETER_END)
 
 
-def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
-    """One call, compact: the declared parameters in schema order, the required ones mandatory
-    (string values cannot contain ``<`` and lose surrounding whitespace: see ``text_value_regex``)."""
-    parts = [regex_literal(f'{START}"{name}">')]
-    for argument, schema, required in schema_arguments(parameters):
-        opening = regex_literal(f'{PARAMETER}"{argument}">')
-        item = f"{opening}({text_value_regex(schema, schema_regex)}){regex_literal(PARAMETER_END)}"
-        parts.append(f"({item})" if required else f"({item})?")
-    parts.append(regex_literal(END))
-    return "".join(parts)
+# One call, compact (string values cannot contain ``<`` and lose surrounding whitespace: see
+# ``text_value_regex``).
+call_regex = tagged_call(
+    lambda name: f'{START}"{name}">', lambda argument: (f'{PARAMETER}"{argument}">', PARAMETER_END), END
+)
 
 
 FORMAT = ToolCallFormat(

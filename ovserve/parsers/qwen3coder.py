@@ -16,7 +16,7 @@ scalars ``| string``, hence ``True``/``None``), vLLM ``vllm/tool_parsers/qwen3co
 and OVMS ``src/llm/io_processing/qwen3coder/qwen3coder_tool_parser.cpp``.
 
 A value is the text between ``<parameter=ARG>`` and ``</parameter>`` without the one newline the
-template writes on each side, typed by the tool's schema (:func:`~ovserve.parsers.base.typed_value`).
+template writes on each side, typed by the tool's schema (:func:`~ovserve.parsers.schemas.typed_value`).
 A ``</parameter>`` closes the value only where another ``<parameter=`` or the end of the function
 follows, and a ``<parameter=`` on a new line inside a value opens a nested pair, so a value may
 contain the markup (code or docs about this format); a value whose ``</parameter>`` is missing
@@ -32,32 +32,16 @@ cut short there, and the block comes back as content; a bare ``<function=...>`` 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from ovserve.json_types import JsonObject
 from ovserve.parsers.base import ToolCallFormat
 from ovserve.parsers.calls import PayloadError, ToolCall
-from ovserve.parsers.schemas import (
-    SchemaRegex,
-    ToolSchemas,
-    property_schema,
-    regex_literal,
-    schema_arguments,
-    text_value_regex,
-    typed_value,
-)
+from ovserve.parsers.schemas import ToolSchemas, property_schema, tagged_call, typed_value
+from ovserve.parsers.segments import inside_value, name_in_tag, skip_space
 
 START, END = "<tool_call>", "</tool_call>"
 FUNCTION, FUNCTION_END = "<function=", "</function>"
 PARAMETER, PARAMETER_END = "<parameter=", "</parameter>"
-# Characters no function or parameter name has: their presence means stray markup or template text.
-_NOT_IN_NAMES = frozenset("{}<>\"' \t\r\n")
-
-
-def _name(text: str, what: str) -> str:
-    if not text or any(char in _NOT_IN_NAMES for char in text):
-        raise PayloadError(f"invalid {what} name {text!r}")
-    return text
 
 
 def _value_end(body: str, start: int) -> tuple[int, int]:
@@ -86,16 +70,13 @@ def _value_end(body: str, start: int) -> tuple[int, int]:
 
 def _parameters(body: str) -> Iterator[tuple[str, str]]:
     position = 0
-    while True:
-        position += len(body[position:]) - len(body[position:].lstrip())
-        if position >= len(body):
-            return
+    while (position := skip_space(body, position)) < len(body):
         if not body.startswith(PARAMETER, position):
             raise PayloadError(f"expected {PARAMETER}ARG> or {FUNCTION_END}")
         close = body.find(">", position)
         if close == -1:
             raise PayloadError("unterminated parameter tag")
-        argument = _name(body[position + len(PARAMETER) : close], "parameter")
+        argument = name_in_tag(body[position + len(PARAMETER) : close], "parameter")
         end, position = _value_end(body, close + 1)
         yield argument, body[close + 1 : end]
 
@@ -111,7 +92,7 @@ def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     close = payload.find(">")
     if close == -1:
         raise PayloadError("unterminated function tag")
-    name = _name(payload[len(FUNCTION) : close], "function")
+    name = name_in_tag(payload[len(FUNCTION) : close], "function")
     if not payload.endswith(FUNCTION_END):
         raise PayloadError(f"missing {FUNCTION_END}")
     arguments: JsonObject = {}
@@ -124,20 +105,17 @@ def open_payload(payload: str) -> bool:
     """Whether the payload stops inside a parameter value (the end marker is the value's text):
     the last ``<parameter=`` is not closed and no ``</function>`` closed the call."""
     text = payload.strip()
-    unclosed = text.rfind(PARAMETER) > text.rfind(PARAMETER_END)
-    return text.startswith(FUNCTION) and unclosed and not text.endswith(FUNCTION_END)
+    return (
+        text.startswith(FUNCTION) and inside_value(text, PARAMETER, PARAMETER_END) and not text.endswith(FUNCTION_END)
+    )
 
 
-def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
-    """One call as the template writes it: the declared parameters in schema order, the required
-    ones mandatory (string values cannot contain ``<``: see ``text_value_regex``)."""
-    parts = [regex_literal(f"{START}\n{FUNCTION}{name}>\n")]
-    for argument, schema, required in schema_arguments(parameters):
-        opening, closing = regex_literal(f"{PARAMETER}{argument}>\n"), regex_literal(f"\n{PARAMETER_END}\n")
-        item = f"{opening}({text_value_regex(schema, schema_regex)}){closing}"
-        parts.append(f"({item})" if required else f"({item})?")
-    parts.append(regex_literal(f"{FUNCTION_END}\n{END}"))
-    return "".join(parts)
+# One call as the template writes it (string values cannot contain ``<``: see ``text_value_regex``).
+call_regex = tagged_call(
+    lambda name: f"{START}\n{FUNCTION}{name}>\n",
+    lambda argument: (f"{PARAMETER}{argument}>\n", f"\n{PARAMETER_END}\n"),
+    f"{FUNCTION_END}\n{END}",
+)
 
 
 FORMAT = ToolCallFormat(

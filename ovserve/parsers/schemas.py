@@ -182,6 +182,23 @@ def text_value_regex(schema: Any, schema_regex: SchemaRegex) -> str:
     return "[^<]*"
 
 
+def tagged_call(opening: Callable[[str], str], argument: Callable[[str], tuple[str, str]], closing: str) -> CallRegex:
+    """The :data:`CallRegex` of an XML-style format: ``opening(name)``; the declared arguments in
+    schema order, the required ones mandatory, each its text value (:func:`text_value_regex`)
+    between the two tags ``argument(its name)`` gives; then ``closing``."""
+
+    def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:
+        parts = [regex_literal(opening(name))]
+        for key, schema, required in schema_arguments(parameters):
+            before, after = argument(key)
+            item = f"{regex_literal(before)}({text_value_regex(schema, schema_regex)}){regex_literal(after)}"
+            parts.append(f"({item})" if required else f"({item})?")
+        parts.append(regex_literal(closing))
+        return "".join(parts)
+
+    return call_regex
+
+
 def schema_arguments(parameters: Any) -> list[tuple[str, Any, bool]]:
     """(name, schema, required) of each declared property of a tool's parameters schema, in the
     schema's order, for call regexes that write arguments one by one. The schema's ``$defs`` /

@@ -1,6 +1,8 @@
-"""Reading a call block written as markers around names and JSON arguments (DeepSeek's
+"""Reading a call block written as markers around names and arguments: JSON arguments (DeepSeek's
 ``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>``, Kimi's
-``<|tool_call_begin|>ID<|tool_call_argument_begin|>{...}<|tool_call_end|>``).
+``<|tool_call_begin|>ID<|tool_call_argument_begin|>{...}<|tool_call_end|>``), or XML-style tags
+around each value written as text (GLM's ``<arg_value>``, Qwen3-Coder's ``<parameter=...>``,
+MiniCPM5's ``<param name=...>``: :func:`value_end`, :func:`inside_value`).
 
 Positions walk forward through one payload; every helper raises
 :class:`~ovserve.parsers.calls.PayloadError` when the text is not what the format writes there, so
@@ -11,11 +13,14 @@ rather than cut at the next marker, so marker text inside an argument string is 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from ovserve.json_types import JsonObject
 from ovserve.parsers.calls import PayloadError
 
 _DECODER = json.JSONDecoder()
+# Characters no function or parameter name has: their presence means stray markup or template text.
+_NOT_IN_NAMES = frozenset("{}<>\"' \t\r\n")
 
 
 def skip_space(text: str, position: int) -> int:
@@ -40,6 +45,13 @@ def until(text: str, position: int, marker: str) -> tuple[str, int]:
     return text[position:found].strip(), found + len(marker)
 
 
+def name_in_tag(text: str, what: str) -> str:
+    """``text``, a function's or an argument's name written inside the markup, if it is one."""
+    if not text or any(char in _NOT_IN_NAMES for char in text):
+        raise PayloadError(f"invalid {what} name {text!r}")
+    return text
+
+
 def arguments_at(text: str, position: int) -> tuple[JsonObject, int]:
     """The JSON object starting at ``position`` (after whitespace), and the position after it."""
     position = skip_space(text, position)
@@ -50,3 +62,22 @@ def arguments_at(text: str, position: int) -> tuple[JsonObject, int]:
     if not isinstance(value, dict):
         raise PayloadError("arguments must be a JSON object")
     return value, end
+
+
+def value_end(text: str, start: int, close: str, follows: str, skip: Callable[[str, int], int] = skip_space) -> int:
+    """Where the text value from ``start`` ends: at the first ``close`` after which (past what
+    ``skip`` skips) the block ends or ``follows`` opens the next argument, so that a value may
+    contain ``close`` itself."""
+    search = start
+    while (found := text.find(close, search)) != -1:
+        after = skip(text, found + len(close))
+        if after == len(text) or text.startswith(follows, after):
+            return found
+        search = found + 1
+    raise PayloadError(f"missing {close}")
+
+
+def inside_value(payload: str, opening: str, closing: str) -> bool:
+    """Whether ``payload`` stops inside a value (its last ``opening`` not closed): the block's end
+    marker met there is the value's text (``ToolCallFormat.open_payload``)."""
+    return payload.rfind(opening) > payload.rfind(closing)
