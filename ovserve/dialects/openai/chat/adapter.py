@@ -16,7 +16,6 @@ from ovserve.core.conversation import (
     Message,
     Part,
     Text,
-    Tool,
     ToolCall,
     ToolChoice,
 )
@@ -44,14 +43,7 @@ def conversation_of(request: ChatCompletionRequest) -> Conversation:
         sampling=request.sampling(),
         prompt_origin="messages",
         tools=[
-            Tool(
-                name=tool.function.name,
-                origin=f"tools.{position}",
-                description=tool.function.description,
-                parameters=tool.function.parameters,
-                strict=tool.function.strict,
-                parameters_origin=f"tools.{position}.function.parameters",
-            )
+            tool.function.tool(f"tools.{position}", f"tools.{position}.function.parameters")
             for position, tool in enumerate(request.tools or [])
         ],
         tool_choice=_tool_choice(request),

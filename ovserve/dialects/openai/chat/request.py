@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ovserve.core.conversation import JsonSchemaFormat, OutputFormat, ReasoningEffort
+from ovserve.core.conversation import JsonSchemaFormat, OutputFormat, ReasoningEffort, Tool
 from ovserve.dialects.openai.request import Lenient, OutputFormats, SamplingRequest
 from ovserve.json_types import JsonObject
 
@@ -76,6 +76,11 @@ class FunctionDefinition(Lenient):
     description: str | None = None
     parameters: JsonObject | None = None
     strict: bool | None = None
+
+    def tool(self, origin: str, parameters_origin: str) -> Tool:
+        """The core's view of this function, offered at ``origin`` (chat's ``tools.N``, Responses'
+        too), its parameter schema at ``parameters_origin``."""
+        return Tool(self.name, origin, self.description, self.parameters, self.strict, parameters_origin)
 
 
 class ToolDefinition(Lenient):

@@ -47,7 +47,6 @@ from ovserve.core.conversation import (
     Part,
     Reasoning,
     Text,
-    Tool,
     ToolCall,
     ToolChoice,
 )
@@ -185,23 +184,15 @@ def conversation_of(request: ResponsesRequest, history: list[InputItem]) -> Conv
         messages=messages.messages,
         sampling=request.sampling(),
         prompt_origin="input",
-        tools=[_tool(tool, position) for position, tool in enumerate(request.tools or [])],
+        tools=[
+            tool.tool(f"tools.{position}", f"tools.{position}.parameters")
+            for position, tool in enumerate(request.tools or [])
+        ],
         tool_choice=_tool_choice(request),
         parallel_tool_calls=request.parallel_tool_calls,
         output_format=request.output_format(),
         template_kwargs=request.chat_template_kwargs,
         reasoning_effort=request.reasoning.effort if request.reasoning is not None else None,
-    )
-
-
-def _tool(tool: FunctionTool, position: int) -> Tool:
-    return Tool(
-        name=tool.name,
-        origin=f"tools.{position}",
-        description=tool.description,
-        parameters=tool.parameters,
-        strict=tool.strict,
-        parameters_origin=f"tools.{position}.parameters",
     )
 
 
