@@ -1,7 +1,11 @@
 """What OpenAI's request bodies share: the lenient base model, the sampling surface of chat,
-completions and Responses (:class:`SamplingRequest`), and the output formats they have in common.
+completions and Responses (:class:`SamplingRequest`), and the output formats they have in common
+(:data:`OutputFormats`, with each dialect's own json_schema member).
 
-No engine imports here: these modules only say what a valid request looks like. Fields other
+Each says what it is to the core, once for every dialect that sends it:
+:meth:`SamplingRequest.sampling` (the output limit read by one rule, each request naming its newer
+field in ``output_limit_field``) and every format's ``output_format(origin)``. No engine imports
+here: these modules only say what a valid request looks like. Fields other
 servers define (llama.cpp, vLLM, MindIE, Databricks...) and OpenAI fields ovserve cannot honour are
 not modelled here: ``ovserve.api.field_policy`` maps, drops or refuses them before validation, from
 one table. Unknown fields that survive that step are kept (``extra="allow"``) and reported by
