@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -374,6 +374,18 @@ def first_marker(text: str, markers: Iterable[str]) -> tuple[int, str] | None:
         if position != -1 and (best is None or position < best[0]):
             best = (position, marker)
     return best
+
+
+def split_at_marker(text: str, markers: Sequence[str]) -> tuple[str, str | None, str]:
+    """``text`` cut at its first marker: (the text before it, the marker, the text after it); or,
+    without a whole marker, (the text that is surely text, None, the end held back as a marker may
+    be arriving: :func:`partial_marker`)."""
+    found = first_marker(text, markers)
+    if found is None:
+        cut = len(text) - partial_marker(text, markers)
+        return text[:cut], None, text[cut:]
+    position, marker = found
+    return text[:position], marker, text[position + len(marker) :]
 
 
 def partial_marker(text: str, markers: Iterable[str]) -> int:

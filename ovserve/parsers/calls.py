@@ -119,6 +119,15 @@ def decode_json(payload: str) -> Any:
         raise PayloadError(f"not JSON: {exc}") from exc
 
 
+def call_list(payload: str, tools: object = None) -> list[ToolCall]:
+    """A JSON list of ``{"name": ..., "arguments": {...}}`` calls (Mistral v3, Granite 3, Phi-4-mini):
+    a ``ToolCallFormat.decode`` (the tools' schemas do not matter: JSON values are typed already)."""
+    items = decode_json(payload)
+    if not isinstance(items, list) or not items:
+        raise PayloadError("expected a non-empty JSON list of calls")
+    return [call_from_object(item) for item in items]
+
+
 def nine_alphanumerics() -> str:
     """A tool-call id as Mistral's chat templates demand it (and vLLM and OVMS generate it)."""
     return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(9))

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ovserve.json_types import JsonObject
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
 from ovserve.parsers.calls import PayloadError, ToolCall
 from ovserve.parsers.reasoning import ReasoningSpan
 from ovserve.parsers.schemas import SchemaRegex, ToolSchemas, regex_literal
-from ovserve.parsers.segments import arguments_at, expect, skip_space, until
+from ovserve.parsers.segments import marked_calls
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALLS_END = "<｜tool▁calls▁end｜>"
@@ -37,20 +38,14 @@ SEPARATOR = "<｜tool▁sep｜>"
 CALL_END = "<｜tool▁call▁end｜>"
 
 
+def _call(name: str, arguments: JsonObject) -> ToolCall:
+    if not name:
+        raise PayloadError(f"no tool name before {SEPARATOR!r}")
+    return ToolCall(name=name, arguments=arguments)
+
+
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
-    calls: list[ToolCall] = []
-    position = 0
-    while (position := skip_space(payload, position)) < len(payload):
-        position = expect(payload, position, CALL_BEGIN)
-        name, position = until(payload, position, SEPARATOR)
-        if not name or CALL_BEGIN in name or CALL_END in name:
-            raise PayloadError(f"no tool name before {SEPARATOR!r}")
-        arguments, position = arguments_at(payload, position)
-        position = expect(payload, position, CALL_END)
-        calls.append(ToolCall(name=name, arguments=arguments))
-    if not calls:
-        raise PayloadError("no call in the section")
-    return calls
+    return marked_calls(payload, CALL_BEGIN, SEPARATOR, CALL_END, _call)
 
 
 def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:

@@ -54,8 +54,8 @@ from ovserve.parsers.base import (
     ParserContext,
     ReasoningFormat,
     ToolCallFormat,
-    first_marker,
     partial_marker,
+    split_at_marker,
 )
 from ovserve.parsers.calls import PayloadError, ToolCall
 from ovserve.parsers.schemas import ToolSchemas
@@ -261,15 +261,10 @@ class ThoughtSplitter:
                 if not self._pending:
                     break
                 self._state = _State.CONTENT
-            found = first_marker(self._pending, _MARKERS)
-            if found is None:
-                keep = partial_marker(self._pending, _MARKERS)
-                self._emit(self._pending[: len(self._pending) - keep], out)
-                self._pending = self._pending[len(self._pending) - keep :]
+            text, marker, self._pending = split_at_marker(self._pending, _MARKERS)
+            self._emit(text, out)
+            if marker is None:
                 break
-            position, marker = found
-            self._emit(self._pending[:position], out)
-            self._pending = self._pending[position + len(marker) :]
             self._on_marker(marker)
         return out
 

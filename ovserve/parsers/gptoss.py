@@ -67,7 +67,7 @@ from ovserve.parsers.base import (
     ParserContext,
     ReasoningFormat,
     ToolCallFormat,
-    partial_marker,
+    split_at_marker,
 )
 from ovserve.parsers.calls import PayloadError, ToolCall
 from ovserve.parsers.schemas import ToolSchemas
@@ -143,15 +143,10 @@ class HarmonyParser:
         out = Parsed()
         self._pending += text
         while self._pending:
-            found = _first_marker(self._pending)
-            if found is None:
-                keep = partial_marker(self._pending, MARKERS)
-                self._text(self._pending[: len(self._pending) - keep], out)
-                self._pending = self._pending[len(self._pending) - keep :]
+            text, marker, self._pending = split_at_marker(self._pending, MARKERS)
+            self._text(text, out)
+            if marker is None:
                 break
-            position, marker = found
-            self._text(self._pending[:position], out)
-            self._pending = self._pending[position + len(marker) :]
             self._marker(marker, out)
         return out
 
@@ -279,16 +274,6 @@ def _finite(text: str) -> float:
     if not math.isfinite(number):
         raise ValueError(f"{text} is out of range")
     return number
-
-
-def _first_marker(text: str) -> tuple[int, str] | None:
-    position = text.find("<|")
-    while position != -1:
-        for marker in MARKERS:
-            if text.startswith(marker, position):
-                return position, marker
-        position = text.find("<|", position + 1)
-    return None
 
 
 def parser(context: ParserContext) -> OutputParser:

@@ -21,26 +21,19 @@ so too).
 from __future__ import annotations
 
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
-from ovserve.parsers.calls import PayloadError, ToolCall, call_from_object, decode_json
+from ovserve.parsers.calls import call_list
 from ovserve.parsers.reasoning import ReasoningSpan
-from ovserve.parsers.schemas import ToolSchemas, json_object_call
+from ovserve.parsers.schemas import json_object_call
 
 TOOL_CALL = "<|tool_call|>"
 TOOL_CALL_TEXT = "<tool_call>"
-
-
-def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
-    items = decode_json(payload)
-    if not isinstance(items, list) or not items:
-        raise PayloadError("expected a non-empty JSON list of calls")
-    return [call_from_object(item) for item in items]
 
 
 TOOL_FORMAT = ToolCallFormat(
     name="granite",
     starts=(TOOL_CALL,),
     end=None,
-    decode=decode,
+    decode=call_list,
     start_of_output_only=(TOOL_CALL_TEXT,),
     call_regex=json_object_call(f"{TOOL_CALL}[", "]"),
     special_tokens=(TOOL_CALL,),

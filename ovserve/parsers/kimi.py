@@ -21,10 +21,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ovserve.json_types import JsonObject
 from ovserve.parsers.base import ToolCallFormat
 from ovserve.parsers.calls import PayloadError, ToolCall
 from ovserve.parsers.schemas import SchemaRegex, ToolSchemas, regex_literal
-from ovserve.parsers.segments import arguments_at, expect, skip_space, until
+from ovserve.parsers.segments import marked_calls
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -38,24 +39,18 @@ _CALL_ID = re.compile(r"(?P<name>.+):(?P<index>\d+)", re.DOTALL)
 _PREFIX = "functions."
 
 
+def _call(call_id: str, arguments: JsonObject) -> ToolCall:
+    match = _CALL_ID.fullmatch(call_id)
+    if match is None:
+        raise PayloadError(f"expected functions.NAME:IDX before {ARGUMENTS_BEGIN!r}, got {call_id[:40]!r}")
+    name = match["name"].removeprefix(_PREFIX)
+    if not name:
+        raise PayloadError("empty tool name")
+    return ToolCall(name=name, arguments=arguments, id=call_id)
+
+
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
-    calls: list[ToolCall] = []
-    position = 0
-    while (position := skip_space(payload, position)) < len(payload):
-        position = expect(payload, position, CALL_BEGIN)
-        call_id, position = until(payload, position, ARGUMENTS_BEGIN)
-        match = _CALL_ID.fullmatch(call_id)
-        if match is None or CALL_BEGIN in call_id or CALL_END in call_id:
-            raise PayloadError(f"expected functions.NAME:IDX before {ARGUMENTS_BEGIN!r}, got {call_id[:40]!r}")
-        name = match["name"].removeprefix(_PREFIX)
-        if not name:
-            raise PayloadError("empty tool name")
-        arguments, position = arguments_at(payload, position)
-        position = expect(payload, position, CALL_END)
-        calls.append(ToolCall(name=name, arguments=arguments, id=call_id))
-    if not calls:
-        raise PayloadError("no call in the section")
-    return calls
+    return marked_calls(payload, CALL_BEGIN, ARGUMENTS_BEGIN, CALL_END, _call)
 
 
 def call_regex(name: str, parameters: Any, schema_regex: SchemaRegex) -> str:

@@ -9,7 +9,7 @@ markers are control tokens of Mistral's tokenizers (``special_tokens``)."""
 from __future__ import annotations
 
 from ovserve.parsers.base import ReasoningFormat, ToolCallFormat
-from ovserve.parsers.calls import PayloadError, ToolCall, call_from_object, decode_json, nine_alphanumerics
+from ovserve.parsers.calls import PayloadError, ToolCall, call_from_object, call_list, decode_json, nine_alphanumerics
 from ovserve.parsers.schemas import ToolSchemas, json_object_call
 
 MARKER = "[TOOL_CALLS]"
@@ -21,10 +21,7 @@ THINK_END = "[/THINK]"
 
 def decode(payload: str, tools: ToolSchemas) -> list[ToolCall]:
     if payload.startswith("["):
-        items = decode_json(payload)
-        if not isinstance(items, list) or not items:
-            raise PayloadError("expected a non-empty list of calls")
-        return [call_from_object(item) for item in items]
+        return call_list(payload)
     calls = []
     for part in payload.split(MARKER):
         head, separator, arguments = part.partition(ARGS)

@@ -1,6 +1,6 @@
 """Reading a call block written as markers around names and arguments: JSON arguments (DeepSeek's
 ``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>``, Kimi's
-``<|tool_call_begin|>ID<|tool_call_argument_begin|>{...}<|tool_call_end|>``), or XML-style tags
+``<|tool_call_begin|>ID<|tool_call_argument_begin|>{...}<|tool_call_end|>``: :func:`marked_calls`), or XML-style tags
 around each value written as text (GLM's ``<arg_value>``, Qwen3-Coder's ``<parameter=...>``,
 MiniCPM5's ``<param name=...>``: :func:`value_end`, :func:`inside_value`).
 
@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 
 from ovserve.json_types import JsonObject
-from ovserve.parsers.calls import PayloadError
+from ovserve.parsers.calls import PayloadError, ToolCall
 
 _DECODER = json.JSONDecoder()
 # Characters no function or parameter name has: their presence means stray markup or template text.
@@ -62,6 +62,26 @@ def arguments_at(text: str, position: int) -> tuple[JsonObject, int]:
     if not isinstance(value, dict):
         raise PayloadError("arguments must be a JSON object")
     return value, end
+
+
+def marked_calls(
+    payload: str, begin: str, separator: str, end: str, call: Callable[[str, JsonObject], ToolCall]
+) -> list[ToolCall]:
+    """The calls of a section, one or more ``begin HEAD separator {JSON arguments} end`` (space
+    between them is layout); ``call(HEAD, arguments)`` reads each, raising when HEAD names no tool."""
+    calls: list[ToolCall] = []
+    position = 0
+    while (position := skip_space(payload, position)) < len(payload):
+        position = expect(payload, position, begin)
+        head, position = until(payload, position, separator)
+        if begin in head or end in head:
+            raise PayloadError(f"a call's markers before {separator!r}: {head[:40]!r}")
+        arguments, position = arguments_at(payload, position)
+        position = expect(payload, position, end)
+        calls.append(call(head, arguments))
+    if not calls:
+        raise PayloadError("no call in the section")
+    return calls
 
 
 def value_end(text: str, start: int, close: str, follows: str, skip: Callable[[str, int], int] = skip_space) -> int:
