@@ -21,7 +21,7 @@ from typing import Any
 
 from ovserve.engine.channel import PipeChannel
 from ovserve.engine.detokenizer import Detokenizer
-from ovserve.engine.messages import Command, Event, GenerationParams, Shutdown
+from ovserve.engine.messages import Command, EngineStats, Event, GenerationParams, Shutdown
 
 log = logging.getLogger("ovserve.engine")
 
@@ -97,6 +97,18 @@ class LoopBase:
                 self._conn.send(events)
         except (BrokenPipeError, OSError):
             self._running = False  # the server is gone; nothing left to serve
+
+
+def serial_stats(outstanding: int, *, busy: bool) -> EngineStats:
+    """The stats of a loop that runs one request at a time (stateful, retrieval and speech): the
+    requests it holds, and whether one is running; no KV cache of its own to report."""
+    return EngineStats(
+        active_requests=outstanding,
+        releasing_requests=0,
+        engine_requests=int(busy),
+        scheduled_requests=int(busy),
+        cache_usage=0.0,
+    )
 
 
 def detokenizer(tokenizer: Any, vocab_size: int | None) -> Detokenizer:

@@ -304,10 +304,9 @@ class Heartbeat:
     stats: EngineStats
 
 
-Event = (
-    Ready
-    | Fatal
-    | SequenceOutput
+# The events of one request (what the server puts on the request's queue), then every event.
+RequestEvent = (
+    SequenceOutput
     | RequestEnded
     | EmbedResult
     | RerankResult
@@ -315,6 +314,5 @@ Event = (
     | TranscribeResult
     | SpeechPiece
     | SpeechResult
-    | StatsReply
-    | Heartbeat
 )
+Event = Ready | Fatal | RequestEvent | StatsReply | Heartbeat

@@ -34,6 +34,7 @@ from ovserve.engine.messages import (
     EngineStats,
     Event,
     RequestEnded,
+    RequestEvent,
     RerankRequest,
     RerankResult,
     SequenceOutput,
@@ -52,17 +53,7 @@ from ovserve.errors import BadRequestError, EngineError, OvserveError, ServiceUn
 _request_ids = itertools.count(1)
 
 # What a request's queue carries: its outputs, its end, or the failure that ended it.
-_StreamItem = (
-    SequenceOutput
-    | RequestEnded
-    | EmbedResult
-    | RerankResult
-    | TranscriptDelta
-    | TranscribeResult
-    | SpeechPiece
-    | SpeechResult
-    | BaseException
-)
+_StreamItem = RequestEvent | BaseException
 Piece = TypeVar("Piece", TranscriptDelta, SpeechPiece)
 Last = TypeVar("Last", TranscribeResult, SpeechResult)
 

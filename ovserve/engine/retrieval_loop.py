@@ -3,15 +3,17 @@ or a speech model (``ovserve.engine.speech``): speech to text, or text to speech
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ovserve.engine.channel import PipeChannel
-from ovserve.engine.loop import FAILED, HEARTBEAT_INTERVAL_S, Admitted, LoopBase
+from ovserve.engine.loop import FAILED, HEARTBEAT_INTERVAL_S, Admitted, LoopBase, serial_stats
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
@@ -70,14 +72,7 @@ class RetrievalEngineLoop(LoopBase):
         self._last_beat = 0.0
 
     def _stats(self) -> EngineStats:
-        busy = int(self._busy)
-        return EngineStats(
-            active_requests=len(self._outstanding),
-            releasing_requests=0,
-            engine_requests=busy,
-            scheduled_requests=busy,
-            cache_usage=0.0,
-        )
+        return serial_stats(len(self._outstanding), busy=self._busy)
 
     def _on_command_received(self, command: Command) -> bool:
         match command:
@@ -140,30 +135,18 @@ class RetrievalEngineLoop(LoopBase):
         return RerankResult(request_id, [score for part in parts for score in part])
 
     def _serve(self, request_id: int, items: list[str], call: Any, result: Any) -> None:
-        self._busy = True
-        parts: list[Any] = []
-        try:
+        with self._serving(request_id):
+            parts: list[Any] = []
             for start in range(0, len(items), self._batch_size):
-                if request_id in self._cancelled:
-                    self._send([RequestEnded(request_id)])
+                if self._ended_if_cancelled(request_id):
                     return
                 parts.append(call(items[start : start + self._batch_size]))
                 self._beat()
             self._send([result(request_id, parts)])
-        except Exception as exc:
-            log.warning("request %d failed in the pipeline: %s", request_id, exc)
-            self._send([RequestEnded(request_id, EngineErrorKind.ENGINE, FAILED)])
-        finally:
-            self._busy = False
-            self._outstanding.discard(request_id)
-            self._cancelled.discard(request_id)
-            if not self._outstanding:
-                self._send([Heartbeat(self._stats())])
 
     def _transcribe(self, model: SpeechToText, request: TranscribeRequest) -> None:
         """One pipeline call; the streamer sends each piece of text and stops a cancelled request."""
         request_id = request.request_id
-        self._busy = True
 
         def on_delta(text: str) -> bool:
             if text:
@@ -171,9 +154,8 @@ class RetrievalEngineLoop(LoopBase):
             self._beat()
             return request_id in self._cancelled
 
-        try:
-            if request_id in self._cancelled:
-                self._send([RequestEnded(request_id)])
+        with self._serving(request_id):
+            if self._ended_if_cancelled(request_id):
                 return
             transcript = model.transcribe(
                 request.audio,
@@ -186,40 +168,19 @@ class RetrievalEngineLoop(LoopBase):
                 max_new_tokens=request.max_new_tokens,
                 on_delta=on_delta,
             )
-            if request_id in self._cancelled:
-                self._send([RequestEnded(request_id)])
-            else:
-                self._send(
-                    [
-                        TranscribeResult(
-                            request_id, transcript.text, transcript.segments, transcript.words, transcript.language
-                        )
-                    ]
+            if not self._ended_if_cancelled(request_id):
+                result = TranscribeResult(
+                    request_id, transcript.text, transcript.segments, transcript.words, transcript.language
                 )
-        except UnknownLanguageError as exc:
-            self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, f"the model has no language '{exc}'")])
-        except WordTimestampsError:
-            refusal = "the model was not loaded for word timestamps"
-            self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, refusal)])
-        except Exception as exc:
-            log.warning("request %d failed in the pipeline: %s", request_id, exc)
-            self._send([RequestEnded(request_id, EngineErrorKind.ENGINE, FAILED)])
-        finally:
-            self._busy = False
-            self._outstanding.discard(request_id)
-            self._cancelled.discard(request_id)
-            if not self._outstanding:
-                self._send([Heartbeat(self._stats())])
+                self._send([result])
 
     def _synthesize(self, model: TextToSpeech, request_id: int, text: str, voice: str | None, speed: float) -> None:
         """The text in pieces that fit the model, one pipeline call each, each sent as it is made (the
         pipeline takes no streamer: a cancel takes effect between pieces)."""
-        self._busy = True
-        try:
+        with self._serving(request_id):
             pieces = model.split(text)
             for index, piece in enumerate(pieces):
-                if request_id in self._cancelled:
-                    self._send([RequestEnded(request_id)])
+                if self._ended_if_cancelled(request_id):
                     return
                 samples, rate = model.speak_piece(piece, voice, speed, first=index == 0)
                 last = index == len(pieces) - 1
@@ -229,11 +190,21 @@ class RetrievalEngineLoop(LoopBase):
                 self._beat()
             if not pieces:  # the server refuses blank input; never leave a request unanswered
                 self._send([SpeechResult(request_id, np.zeros(0, np.float32), 16_000)])
-        except UnknownVoiceError as exc:
-            self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, f"the model has no voice '{exc}'")])
+
+    @contextlib.contextmanager
+    def _serving(self, request_id: int) -> Iterator[None]:
+        """One request's work: a refusal or a pipeline failure in it is its answer; after it the
+        request is forgotten and, when it was the last one, a heartbeat says the engine is idle."""
+        self._busy = True
+        try:
+            yield
         except Exception as exc:
-            log.warning("request %d failed in the pipeline: %s", request_id, exc)
-            self._send([RequestEnded(request_id, EngineErrorKind.ENGINE, FAILED)])
+            refusal = _refusal(exc)
+            if refusal is not None:
+                self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, refusal)])
+            else:
+                log.warning("request %d failed in the pipeline: %s", request_id, exc)
+                self._send([RequestEnded(request_id, EngineErrorKind.ENGINE, FAILED)])
         finally:
             self._busy = False
             self._outstanding.discard(request_id)
@@ -241,8 +212,27 @@ class RetrievalEngineLoop(LoopBase):
             if not self._outstanding:
                 self._send([Heartbeat(self._stats())])
 
+    def _ended_if_cancelled(self, request_id: int) -> bool:
+        """Whether the request was cancelled, then ended (the engine confirms the cancel)."""
+        if request_id in self._cancelled:
+            self._send([RequestEnded(request_id)])
+            return True
+        return False
+
     def _beat(self) -> None:
         now = time.monotonic()
         if now - self._last_beat >= HEARTBEAT_INTERVAL_S:
             self._last_beat = now
             self._send([Heartbeat(self._stats())])
+
+
+def _refusal(exc: Exception) -> str | None:
+    """What the client is told when the request asked for what the model has not; None: a failure."""
+    match exc:
+        case UnknownLanguageError():
+            return f"the model has no language '{exc}'"
+        case UnknownVoiceError():
+            return f"the model has no voice '{exc}'"
+        case WordTimestampsError():
+            return "the model was not loaded for word timestamps"
+    return None

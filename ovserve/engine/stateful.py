@@ -10,7 +10,7 @@ import numpy as np
 
 from ovserve.engine.channel import PipeChannel
 from ovserve.engine.detokenizer import IncrementalDetokenizer, decode_now
-from ovserve.engine.loop import FAILED, HEARTBEAT_INTERVAL_S, Admitted, LoopBase, detokenizer
+from ovserve.engine.loop import FAILED, HEARTBEAT_INTERVAL_S, Admitted, LoopBase, detokenizer, serial_stats
 from ovserve.engine.messages import (
     AddRequest,
     CancelRequest,
@@ -60,14 +60,7 @@ class StatefulEngineLoop(LoopBase):
         return True
 
     def _stats(self) -> EngineStats:
-        busy = int(self._current is not None)
-        return EngineStats(
-            active_requests=len(self._outstanding),
-            releasing_requests=0,
-            engine_requests=busy,
-            scheduled_requests=busy,
-            cache_usage=0.0,
-        )
+        return serial_stats(len(self._outstanding), busy=self._current is not None)
 
     def run(self) -> None:
         import openvino as ov
