@@ -46,5 +46,12 @@ def parse_messages_request(request: web.Request, payload: JsonObject) -> Message
     return parsed
 
 
-MESSAGES = Way(ENDPOINT, parse_messages_request, keys.MESSAGES, writer=NamedEventWriter)
+class MessagesWriter(NamedEventWriter):
+    """Anthropic's stream: named events, and Anthropic's own ``ping`` event as the keep-alive (its
+    SDKs and Claude Code read it as the API's; a comment would do for SSE, not for the dialect)."""
+
+    keepalive = b'event: ping\ndata: {"type":"ping"}\n\n'
+
+
+MESSAGES = Way(ENDPOINT, parse_messages_request, keys.MESSAGES, writer=MessagesWriter)
 COUNT_TOKENS = Way("count_tokens", lambda request, payload: _parse(request, payload, PromptRequest), keys.COUNT_TOKENS)

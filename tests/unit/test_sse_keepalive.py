@@ -10,6 +10,7 @@ from unittest import mock
 
 from aiohttp.test_utils import make_mocked_request
 
+from ovserve.api.anthropic import MessagesWriter
 from ovserve.api.sse import NamedEventWriter, SSEWriter
 from ovserve.dialects.body import EncodedBody
 
@@ -122,3 +123,13 @@ async def test_chat_streams_keep_no_keepalive() -> None:
     await writer.send(EncodedBody("{}"))
     await writer.done()
     assert frames.frames == [b"data: {}\n\n", b"data: [DONE]\n\n", b"<eof>"]
+
+
+async def test_anthropic_streams_keep_alive_with_anthropics_own_ping_event() -> None:
+    """Anthropic's SDKs and Claude Code read ``event: ping`` as the API's keep-alive."""
+    writer, frames, clock = await _open(MessagesWriter)
+    clock.now += writer.keepalive_interval
+    writer._tick()
+    await asyncio.sleep(0)
+    assert frames.frames == [b'event: ping\ndata: {"type":"ping"}\n\n']
+    await writer.done()
