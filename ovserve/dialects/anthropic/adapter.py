@@ -310,7 +310,7 @@ def stop_reason(finish: FinishReason, stop_sequence: str | None) -> body.StopRea
 
 
 class MessagesEndpoint:
-    """The Messages dialect, as the HTTP layer drives it (``ovserve.api.routes.generate``)."""
+    """The Messages dialect, as the HTTP layer drives it (``ovserve.api.envelope``)."""
 
     def __init__(self, generation: ChatGeneration) -> None:
         self.generation = generation

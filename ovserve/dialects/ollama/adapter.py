@@ -229,7 +229,7 @@ OllamaLine = ChatResponse | GenerateResponse
 
 
 class OllamaEndpoint:
-    """Both generation routes, as ``ovserve.api.routes.generate`` drives them."""
+    """Both generation routes, as ``ovserve.api.envelope`` drives them."""
 
     def __init__(self, models: ModelRegistry, chat: ChatGeneration, completion: CompletionGeneration) -> None:
         self.models = models

@@ -96,7 +96,7 @@ ChatCall = WorkCall[ChatJob, ChatCompletionRequest]
 
 
 class ChatEndpoint:
-    """The chat completions dialect, as the HTTP layer drives it (``ovserve.api.routes.generate``)."""
+    """The chat completions dialect, as the HTTP layer drives it (``ovserve.api.envelope``)."""
 
     def __init__(self, generation: ChatGeneration) -> None:
         self.generation = generation

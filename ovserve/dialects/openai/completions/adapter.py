@@ -31,7 +31,7 @@ class CompletionCall(WorkCall[CompletionJob, CompletionRequest]):
 
 
 class CompletionEndpoint:
-    """The text completions dialect, as the HTTP layer drives it (``ovserve.api.routes.generate``)."""
+    """The text completions dialect, as the HTTP layer drives it (``ovserve.api.envelope``)."""
 
     def __init__(self, generation: CompletionGeneration) -> None:
         self.generation = generation

@@ -225,7 +225,7 @@ class ResponsesCall:
 
 
 class ResponsesEndpoint:
-    """The Responses dialect, as the HTTP layer drives it (``ovserve.api.routes.generate``), plus
+    """The Responses dialect, as the HTTP layer drives it (``ovserve.api.envelope``), plus
     ``GET`` and ``DELETE`` of stored responses."""
 
     def __init__(self, generation: ChatGeneration, store: ResponseStore) -> None:
