@@ -20,6 +20,7 @@ from typing import Generic, Protocol, TypeVar
 from ovserve.core.engine_work import ModelWork
 from ovserve.dialects.body import Body, EncodedBody
 from ovserve.errors import OvserveError
+from ovserve.models.served import ModelRegistry
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,11 @@ class Endpoint(Protocol[ParsedT, CallT]):
 
 
 class UnaryEndpoint(Generic[CallT]):
-    """The base of an endpoint whose calls never stream (``streaming`` is always False)."""
+    """The base of an endpoint whose calls never stream (``streaming`` is always False), over the
+    served ``models``."""
+
+    def __init__(self, models: ModelRegistry) -> None:
+        self.models = models
 
     def stream(self, call: CallT, /) -> AsyncIterator[Answer]:
         raise NotImplementedError(f"{type(self).__name__} does not stream")

@@ -16,7 +16,7 @@ CountCall = WorkCall[TokenizerWork, PromptRequest]
 
 class CountTokensEndpoint(UnaryEndpoint[CountCall]):
     def __init__(self, models: ModelRegistry, messages: MessagesEndpoint) -> None:
-        self.models = models
+        super().__init__(models)
         self.messages = messages
 
     async def prepare(self, request: PromptRequest, caller: str) -> CountCall:

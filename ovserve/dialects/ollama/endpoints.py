@@ -111,9 +111,6 @@ class EmbedCall:
 
 
 class OllamaEmbedEndpoint(UnaryEndpoint[EmbedCall]):
-    def __init__(self, models: ModelRegistry) -> None:
-        self.models = models
-
     async def prepare(self, request: EmbedRequests, caller: str) -> EmbedCall:
         if isinstance(request, req.EmbedRequest):
             job = await prepare_embedding(

@@ -16,7 +16,7 @@ class LoadModelEndpoint(UnaryEndpoint[LoadCall]):
     """``describe`` is the residency manager's view of a model (its ``ovserve`` object)."""
 
     def __init__(self, models: ModelRegistry, describe: Describe) -> None:
-        self.models = models
+        super().__init__(models)
         self.describe = describe
 
     async def prepare(self, name: str, caller: str) -> LoadCall:

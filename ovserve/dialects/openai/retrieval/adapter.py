@@ -95,9 +95,6 @@ def _model(models: ModelRegistry, name: str | None) -> ServedModel:
 
 
 class EmbeddingsEndpoint(UnaryEndpoint[EmbeddingCall]):
-    def __init__(self, models: ModelRegistry) -> None:
-        self.models = models
-
     async def prepare(self, request: EmbeddingRequest, caller: str) -> EmbeddingCall:
         job = await prepare_embedding(
             self.models, request.model, request.inputs, truncate=True, dimensions=request.dimensions
@@ -115,9 +112,6 @@ class EmbeddingsEndpoint(UnaryEndpoint[EmbeddingCall]):
 
 
 class RerankEndpoint(UnaryEndpoint[RerankCall]):
-    def __init__(self, models: ModelRegistry) -> None:
-        self.models = models
-
     async def prepare(self, request: RerankRequest, caller: str) -> RerankCall:
         model = self.models.get(request.model)
         model.require_task("rerank")
@@ -155,9 +149,6 @@ class RerankEndpoint(UnaryEndpoint[RerankCall]):
 
 class _TokenizerEndpoint(UnaryEndpoint[WorkCall[TokenizerWork, TokenizerRequest]]):
     """A call of the named model's tokenizer (or the only model's): no engine, no load."""
-
-    def __init__(self, models: ModelRegistry) -> None:
-        self.models = models
 
     async def prepare(self, request: TokenizerRequest, caller: str) -> WorkCall[TokenizerWork, TokenizerRequest]:
         return WorkCall(TokenizerWork(model=_model(self.models, request.model)), request)
