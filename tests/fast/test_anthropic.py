@@ -12,7 +12,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from ovserve.api.sse import NamedEventWriter
+from ovserve.api.anthropic import MessagesWriter
 from ovserve.core.chat import joined_late_system
 from ovserve.core.conversation import ForcedTool, Image, Message, Reasoning, Text, ToolCall
 from ovserve.dialects.anthropic.adapter import conversation_of
@@ -281,7 +281,7 @@ async def test_a_stream_that_fails_ends_with_an_error_event(serve) -> None:
 
 
 async def test_pings_keep_a_slow_stream_busy(serve, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(NamedEventWriter, "keepalive_interval", 0.02)
+    monkeypatch.setattr(MessagesWriter, "keepalive_interval", 0.02)
 
     def slow(add: AddRequest) -> Any:
         import time
@@ -294,9 +294,11 @@ async def test_pings_keep_a_slow_stream_busy(serve, monkeypatch: pytest.MonkeyPa
     async with served.client.post("/v1/messages", json=body, headers=VERSION) as response:
         assert response.status == 200
         text = await response.text()
-    assert text.startswith(": ping\n\n"), text  # the writer's keep-alive, before the first event
+    # The writer's keep-alive, before the first event: Anthropic's own ping event.
+    assert text.startswith('event: ping\ndata: {"type":"ping"}\n\n'), text
     kinds = [event["type"] for event in _events(text)]
-    assert kinds[:2] == ["message_start", "ping"] and kinds[-1] == "message_stop", kinds
+    start = kinds.index("message_start")
+    assert set(kinds[:start]) == {"ping"} and kinds[start + 1] == "ping" and kinds[-1] == "message_stop", kinds
     async with sdk(served).messages.stream(
         model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "Hi"}]
     ) as stream:  # the SDK skips the keep-alive
