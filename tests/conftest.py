@@ -268,3 +268,14 @@ def speech_models() -> dict[str, Path]:
 
     with _building_models():
         return build_speech_models(MODELS_DIR)
+
+
+@pytest.fixture(scope="module")
+def tts_server(speech_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """tiny-speecht5 served for text to speech, one server per test module."""
+    running = start_server(
+        tmp_path_factory.mktemp("tts-server"), speech_models["tiny-speecht5"], "--task", "text_to_speech",
+        model_name="tiny-speecht5",
+    )  # fmt: skip
+    yield running
+    running.stop()

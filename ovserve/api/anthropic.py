@@ -16,23 +16,18 @@ fill the log.
 from __future__ import annotations
 
 from aiohttp import web
-from pydantic import ValidationError
 
 from ovserve.api import keys
-from ovserve.api.envelope import Way
+from ovserve.api.envelope import Way, validated
 from ovserve.api.sse import NamedEventWriter
 from ovserve.dialects.anthropic.request import MessagesRequest, PromptRequest
-from ovserve.errors import bad_request
 from ovserve.json_types import JsonObject
 
 ENDPOINT = "messages"
 
 
 def _parse(request: web.Request, payload: JsonObject, model: type[PromptRequest]) -> PromptRequest:
-    try:
-        parsed = model.model_validate(payload)
-    except ValidationError as exc:
-        raise bad_request(exc) from None
+    parsed = validated(model, payload)
     endpoint = request.app[keys.MESSAGES]
     endpoint.ignoring("options", parsed.unknown_fields())
     betas = request.headers.getall("anthropic-beta", [])

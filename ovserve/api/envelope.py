@@ -34,6 +34,7 @@ from typing import Any, Generic, Literal, TypeVar
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from multidict import MultiDictProxy
+from pydantic import BaseModel, ValidationError
 
 from ovserve.api import keys
 from ovserve.api.json_body import parse_json_object
@@ -47,6 +48,7 @@ from ovserve.errors import (
     PayloadTooLargeError,
     RequestTimeoutError,
     UnsupportedMediaTypeError,
+    bad_request,
 )
 from ovserve.json_types import JsonObject
 from ovserve.metrics import RequestRecorder
@@ -64,6 +66,7 @@ _JSON_CONTENT_TYPES = {
 Form = MultiDictProxy[Any]
 Payload = JsonObject | Form | None
 BodyKind = Literal["json", "form", "none"]
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def json_response(payload: Any, status: int = 200) -> web.Response:
@@ -131,6 +134,14 @@ async def _read(request: web.Request, kind: BodyKind) -> Payload:
     if kind == "form":
         return await read_form(request)
     return None
+
+
+def validated(model: type[ModelT], payload: Any) -> ModelT:
+    """``payload`` as the dialect's request ``model``; a validation error is a 400 naming the field."""
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise bad_request(exc) from None
 
 
 def caller_of(request: web.Request) -> str:

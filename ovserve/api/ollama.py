@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ovserve.api import keys
-from ovserve.api.envelope import Way, json_response, read_json_object
+from ovserve.api.envelope import Way, json_response, read_json_object, validated
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.dialects.ollama import models as info
 from ovserve.dialects.ollama.request import (
@@ -35,7 +35,7 @@ from ovserve.dialects.ollama.response import (
     TagsResponse,
     VersionResponse,
 )
-from ovserve.errors import BadRequestError, bad_request
+from ovserve.errors import BadRequestError
 from ovserve.json_types import JsonObject
 from ovserve.models.residency import ModelState
 from ovserve.models.served import ModelRegistry
@@ -67,10 +67,7 @@ class NDJSONWriter(SSEWriter):
 
 
 def _parse(payload: Any, model: type[Parsed], models: ModelRegistry) -> Parsed:
-    try:
-        parsed = model.model_validate(payload)
-    except ValidationError as exc:
-        raise bad_request(exc) from None
+    parsed = validated(model, payload)
     if isinstance(parsed, OllamaRequest):
         parsed.model = info.served_name(models, parsed.model)
         if parsed.unknown_fields():

@@ -20,15 +20,14 @@ from __future__ import annotations
 import logging
 
 from aiohttp import web
-from pydantic import ValidationError
 
 from ovserve.api import keys
-from ovserve.api.envelope import Way, caller_of, json_response
+from ovserve.api.envelope import Way, caller_of, json_response, validated
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.sse import NamedEventWriter
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.responses.request import ResponsesRequest, builtin_tool_refusal
-from ovserve.errors import BadRequestError, UnsupportedParameterError, bad_request
+from ovserve.errors import BadRequestError, UnsupportedParameterError
 from ovserve.json_types import JsonObject
 
 log = logging.getLogger(__name__)
@@ -68,10 +67,7 @@ def parse_responses_request(request: web.Request, payload: JsonObject) -> Respon
     owned = {name: value for name, value in payload.items() if name in _OWNED}
     rest = {name: value for name, value in payload.items() if name not in _OWNED}
     cleaned, dropped = apply_field_policy(rest, Endpoint.CHAT, frozenset(ResponsesRequest.model_fields), mode)
-    try:
-        parsed = ResponsesRequest.model_validate({**owned, **cleaned})
-    except ValidationError as exc:
-        raise bad_request(exc) from None
+    parsed = validated(ResponsesRequest, {**owned, **cleaned})
     ignored = sorted({*dropped, *parsed.unknown_fields()})
     if ignored:
         log.info("responses request to %r: ignoring fields %s", parsed.model, ignored)

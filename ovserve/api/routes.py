@@ -13,11 +13,11 @@ from typing import Literal, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ovserve.api import keys
 from ovserve.api.auth import is_authorized
-from ovserve.api.envelope import EventWriter, Form, RawWriter, Way, json_response
+from ovserve.api.envelope import EventWriter, Form, RawWriter, Way, json_response, validated
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.dialects.anthropic import response as anthropic
 from ovserve.dialects.openai.audio.adapter import TranscriptionEndpoint
@@ -33,7 +33,7 @@ from ovserve.dialects.openai.retrieval.request import (
     RerankRequest,
     TokenizeRequest,
 )
-from ovserve.errors import AZURE, BadRequestError, bad_request
+from ovserve.errors import AZURE, BadRequestError
 from ovserve.json_types import JsonObject
 from ovserve.models.served import ServedModel
 
@@ -71,10 +71,7 @@ def parse_request(
         # Azure AI Foundry: "model ... is ignored if the endpoint serves only one model".
         payload = {**payload, "model": next(iter(models)).name}
     cleaned, dropped = apply_field_policy(payload, endpoint, frozenset(model.model_fields), mode)
-    try:
-        parsed = model.model_validate(cleaned)
-    except ValidationError as exc:
-        raise bad_request(exc) from None
+    parsed = validated(model, cleaned)
     ignored = sorted({*dropped, *parsed.unknown_fields()})
     if ignored:
         log.info("%s request to %r: ignoring fields %s", endpoint.value, parsed.model, ignored)
@@ -84,13 +81,7 @@ def parse_request(
 def _parsed(model: type[Body]) -> Callable[[web.Request, JsonObject], Body]:
     """A parser of a JSON body into ``model`` (a 400 naming the field)."""
 
-    def parse(request: web.Request, payload: JsonObject) -> Body:
-        try:
-            return model.model_validate(payload)
-        except ValidationError as exc:
-            raise bad_request(exc) from None
-
-    return parse
+    return lambda request, payload: validated(model, payload)
 
 
 def _sampling(endpoint: Endpoint, model: type[RequestModel]) -> Callable[[web.Request, JsonObject], RequestModel]:

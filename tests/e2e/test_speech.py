@@ -5,7 +5,6 @@ back with PyAV), voices must be the model's, and every mistake a 400 naming its 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -15,18 +14,9 @@ import pytest
 
 from ovserve.core.audio import decode_audio
 from tests.audio_files import hostile_audio
-from tests.conftest import Server, start_config_server, start_server
+from tests.conftest import Server, start_config_server
 
 MODEL = "tiny-speecht5"
-
-
-@pytest.fixture(scope="module")
-def tts_server(speech_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(
-        tmp_path_factory.mktemp("tts-server"), speech_models[MODEL], "--task", "text_to_speech", model_name=MODEL
-    )
-    yield running
-    running.stop()
 
 
 @pytest.fixture()

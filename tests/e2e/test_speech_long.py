@@ -9,7 +9,6 @@ pieces and the pauses between them: that is what is measured."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 
 from ovserve.core.audio import decode_audio
-from tests.conftest import Server, start_server
+from tests.conftest import Server
 
 MODEL = "tiny-speecht5"
 PCM_RATE = 24_000
@@ -26,15 +25,6 @@ SENTENCE = "The quick brown fox jumps over the lazy dog. "  # 45 characters
 
 def text(length: int) -> str:
     return (SENTENCE * (length // len(SENTENCE) + 1))[:length]
-
-
-@pytest.fixture(scope="module")
-def tts_server(speech_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(
-        tmp_path_factory.mktemp("tts-long"), speech_models[MODEL], "--task", "text_to_speech", model_name=MODEL
-    )
-    yield running
-    running.stop()
 
 
 def speak(server: Server, spoken: str, response_format: str = "pcm") -> httpx.Response:
