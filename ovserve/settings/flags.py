@@ -12,7 +12,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
 # A field marked with this is set by deployment files or by the code, never by a flag.
@@ -23,6 +23,12 @@ REPEATABLE: Final[dict[str, Any]] = {"repeatable": True}
 
 # Every settings model: unknown names refused, fields reachable by their names and OVMS aliases.
 SETTINGS_CONFIG = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+
+def seconds(default: float, flag: str, description: str) -> Any:
+    """A timeout setting: a positive number of seconds, held in a field named with its unit
+    (``header_timeout_s``) and given as the flag ``flag`` (``--header_timeout``, OVMS's spelling)."""
+    return Field(default=default, gt=0, validation_alias=flag, description=description)
 
 
 def input_names(model: type[BaseModel]) -> set[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-from ovserve.settings.flags import SETTINGS_CONFIG
+from ovserve.settings.flags import SETTINGS_CONFIG, seconds
 
 ALL_MEDIA_DOMAINS = "all"
 _HOSTNAME = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?")
@@ -41,21 +41,11 @@ class MediaSettings(BaseModel):
         ge=1,
         description="decoded pixels all images of one request may have together, checked from their headers",
     )
-    connect_timeout_s: float = Field(
-        default=5.0, gt=0, validation_alias="media_connect_timeout", description="image URL connect timeout (s)"
+    connect_timeout_s: float = seconds(5.0, "media_connect_timeout", "image URL connect timeout (s)")
+    read_timeout_s: float = seconds(
+        10.0, "media_read_timeout", "longest wait for the next bytes of an image download (s)"
     )
-    read_timeout_s: float = Field(
-        default=10.0,
-        gt=0,
-        validation_alias="media_read_timeout",
-        description="longest wait for the next bytes of an image download (s)",
-    )
-    total_timeout_s: float = Field(
-        default=30.0,
-        gt=0,
-        validation_alias="media_timeout",
-        description="longest time to fetch one image, redirects included (s)",
-    )
+    total_timeout_s: float = seconds(30.0, "media_timeout", "longest time to fetch one image, redirects included (s)")
 
     @field_validator("allowed_media_domains", mode="before")
     @classmethod

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 
 from ovserve.json_types import JsonObject
-from ovserve.settings.flags import NOT_A_FLAG, REPEATABLE, SETTINGS_CONFIG, lift_flat
+from ovserve.settings.flags import NOT_A_FLAG, REPEATABLE, SETTINGS_CONFIG, lift_flat, seconds
 from ovserve.settings.graph import parse_graph, read_config
 from ovserve.settings.media import MediaSettings
 from ovserve.settings.model import GRAPH_DEFAULTS, ModelSettings, Task, read_context_length
@@ -72,24 +72,18 @@ class ServerSettings(BaseModel):
     # 60 s and Node's headersTimeout 60 s, but a request head is a few hundred bytes, so 10 s is
     # generous; the body allows a 16 MB request over a slow (~1 MB/s) link; idle keep-alive as
     # between nginx (75 s) and uvicorn (5 s).
-    header_timeout_s: float = Field(
-        default=10.0,
-        gt=0,
-        validation_alias="header_timeout",
-        description="longest time from the first byte of a request to the end of its headers (s); then 408 and close",
+    header_timeout_s: float = seconds(
+        10.0,
+        "header_timeout",
+        "longest time from the first byte of a request to the end of its headers (s); then 408 and close",
     )
-    body_timeout_s: float = Field(
-        default=60.0,
-        gt=0,
-        validation_alias="body_timeout",
-        description="longest time to receive a request body once its headers arrived (s); then 408 and close",
+    body_timeout_s: float = seconds(
+        60.0, "body_timeout", "longest time to receive a request body once its headers arrived (s); then 408 and close"
     )
-    keep_alive_timeout_s: float = Field(
-        default=15.0,
-        gt=0,
-        validation_alias="keep_alive_timeout",
-        description="close a connection idle this long between requests (s); responses, streamed or not, "
-        "are not limited",
+    keep_alive_timeout_s: float = seconds(
+        15.0,
+        "keep_alive_timeout",
+        "close a connection idle this long between requests (s); responses, streamed or not, are not limited",
     )
     media: MediaSettings = Field(default_factory=MediaSettings)
     log_level: LogLevel = Field(default="INFO", description="log level of the server's messages")
