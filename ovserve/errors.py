@@ -47,11 +47,16 @@ class OvserveError(Exception):
         return {}
 
 
-class BadRequestError(OvserveError):
-    """The request is well-formed HTTP but asks for something invalid (OpenAI's 400)."""
+class InvalidRequestError(OvserveError):
+    """The client's request is at fault: OpenAI types every such 4xx ``invalid_request_error``
+    (rate limits aside: :class:`TooManyRequestsError`)."""
 
     status = 400
     error_type = "invalid_request_error"
+
+
+class BadRequestError(InvalidRequestError):
+    """The request is well-formed HTTP but asks for something invalid (OpenAI's 400)."""
 
 
 class ContextLengthExceededError(BadRequestError):
@@ -86,20 +91,20 @@ class UnsupportedParameterError(BadRequestError):
     dialect_status: ClassVar[dict[str, int]] = {AZURE: 422}
 
 
-class AuthenticationError(OvserveError):
+class AuthenticationError(InvalidRequestError):
     """No API key, or not one of the configured keys (OpenAI, vLLM and llama.cpp: 401)."""
 
     status = 401
-    error_type = "invalid_request_error"
     default_code = "invalid_api_key"
 
     def headers(self) -> dict[str, str]:
         return {"WWW-Authenticate": 'Bearer realm="ovserve"'}
 
 
-class NotFoundError(OvserveError):
+class NotFoundError(InvalidRequestError):
+    """No route for the path, or no such model or stored response."""
+
     status = 404
-    error_type = "invalid_request_error"
     default_code = "not_found"
 
 
@@ -107,19 +112,21 @@ class ModelNotFoundError(NotFoundError):
     default_code = "model_not_found"
 
 
-class MethodNotAllowedError(OvserveError):
+class MethodNotAllowedError(InvalidRequestError):
+    """The path has a route, but not for this HTTP method (the message names those it has)."""
+
     status = 405
-    error_type = "invalid_request_error"
     default_code = "method_not_allowed"
 
 
-class PayloadTooLargeError(OvserveError):
+class PayloadTooLargeError(InvalidRequestError):
+    """The request body is larger than --max_request_mb."""
+
     status = 413
-    error_type = "invalid_request_error"
     default_code = "payload_too_large"
 
 
-class RequestTimeoutError(OvserveError):
+class RequestTimeoutError(InvalidRequestError):
     """The client sent its request too slowly (--header_timeout / --body_timeout).
 
     The connection is closed after the response: the rest of a half-sent request cannot be
@@ -127,14 +134,14 @@ class RequestTimeoutError(OvserveError):
     """
 
     status = 408
-    error_type = "invalid_request_error"
     default_code = "request_timeout"
     closes_connection: ClassVar[bool] = True
 
 
-class UnsupportedMediaTypeError(OvserveError):
+class UnsupportedMediaTypeError(InvalidRequestError):
+    """The request body's Content-Type is not one its route reads."""
+
     status = 415
-    error_type = "invalid_request_error"
     default_code = "unsupported_media_type"
 
 
@@ -176,11 +183,10 @@ class ModelTooLargeError(ServiceUnavailableError):
         return {}
 
 
-class ConflictError(OvserveError):
+class ConflictError(InvalidRequestError):
     """The request contradicts the server's configuration (unloading a pinned model)."""
 
     status = 409
-    error_type = "invalid_request_error"
     default_code = "conflict"
 
 
@@ -195,8 +201,6 @@ class DeadlineExceededError(OvserveError):
 class EngineError(OvserveError):
     """The engine failed while serving this request (a step() exception, the process died)."""
 
-    status = 500
-    error_type = "server_error"
     default_code = "engine_error"
 
 
