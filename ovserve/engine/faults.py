@@ -14,26 +14,17 @@ import threading
 import time
 from typing import Any
 
-from ovserve.engine.channel import PipeChannel
 from ovserve.engine.continuous import EngineLoop, _Active
 from ovserve.engine.messages import GenerationParams
-from ovserve.engine.prefix_cache import PrefixCacheModel
 from ovserve.engine.spec import SLOW_ADMISSION_S, SLOW_STEP_S, EngineFault
 
 log = logging.getLogger("ovserve.engine")
 
 
 class FaultInjectingLoop(EngineLoop):
-    def __init__(
-        self,
-        pipe: Any,
-        conn: PipeChannel,
-        fault: EngineFault,
-        prefix_cache: PrefixCacheModel | None = None,
-        block_bytes: int | None = None,
-        vocab_size: int | None = None,
-    ) -> None:
-        super().__init__(pipe, conn, prefix_cache, block_bytes, vocab_size)
+    def __init__(self, *args: Any, fault: EngineFault, **kwargs: Any) -> None:
+        # The continuous loop's own arguments, passed on as they came: only the fault is added.
+        super().__init__(*args, **kwargs)
         self._fault = fault
         self._fail_next_step = False
         self._stall_next_step = False

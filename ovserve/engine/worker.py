@@ -46,10 +46,8 @@ def main(conn: PipeChannel, spec: EngineSpec, log_level: int = logging.INFO) -> 
             # Drafting pipelines refuse a request without their drafting settings: those keep the
             # model's default capacity.
             block_bytes = measure_block_bytes(pipe) if spec.kind is PipelineKind.CONTINUOUS_BATCHING else None
-        if spec.fault is not None:
-            loop = FaultInjectingLoop(pipe, conn, spec.fault, prefix_cache, block_bytes, vocab_size(spec.model_path))
-        else:
-            loop = EngineLoop(pipe, conn, prefix_cache, block_bytes, vocab_size(spec.model_path))
+        loop_args = (pipe, conn, prefix_cache, block_bytes, vocab_size(spec.model_path))
+        loop = EngineLoop(*loop_args) if spec.fault is None else FaultInjectingLoop(*loop_args, fault=spec.fault)
     else:
         loop = StatefulEngineLoop(pipe, conn, vocab_size(spec.model_path))
     conn.send([Ready(os.getpid())])
