@@ -28,6 +28,7 @@ from ovserve.dialects.openai.audio.adapter import AudioService, TranscriptionEnd
 from ovserve.dialects.openai.audio.speech import SpeechEndpoint
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.images.adapter import ImagesEndpoint
 from ovserve.dialects.openai.load import LoadModelEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.dialects.openai.responses.store import ResponseStore
@@ -171,6 +172,7 @@ def create_app(
     app[keys.DETOKENIZE] = DetokenizeEndpoint(models)
     app[keys.TRANSCRIPTIONS] = TranscriptionEndpoint(AudioService(models, settings.max_audio_seconds))
     app[keys.SPEECH] = SpeechEndpoint(models)
+    app[keys.IMAGES] = ImagesEndpoint(models)
     store = ResponseStore(
         settings.responses_store,
         max_count=settings.responses_store_max_count,

@@ -17,6 +17,7 @@ from ovserve.dialects.openai.audio.adapter import TranscriptionEndpoint
 from ovserve.dialects.openai.audio.speech import SpeechEndpoint
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.images.adapter import ImagesEndpoint
 from ovserve.dialects.openai.load import LoadModelEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
 from ovserve.dialects.openai.retrieval.adapter import (
@@ -43,6 +44,7 @@ DETOKENIZE = web.AppKey("detokenize", DetokenizeEndpoint)
 # Transcriptions and translations.
 TRANSCRIPTIONS = web.AppKey("transcriptions", TranscriptionEndpoint)
 SPEECH = web.AppKey("speech", SpeechEndpoint)
+IMAGES = web.AppKey("images", ImagesEndpoint)
 # POST /v3/models/{name}/load.
 LOAD_MODEL = web.AppKey("load_model", LoadModelEndpoint)
 # The Responses API, with its conversation store.

@@ -19,12 +19,19 @@ from ovserve.api import keys
 from ovserve.api.auth import is_authorized
 from ovserve.api.envelope import EventWriter, Form, RawWriter, Way, json_response, validated
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
+from ovserve.api.sse import NamedEventWriter
 from ovserve.dialects.anthropic import response as anthropic
 from ovserve.dialects.openai.audio.adapter import TranscriptionEndpoint
 from ovserve.dialects.openai.audio.request import AudioRequest, parse_form
 from ovserve.dialects.openai.audio.speech import SpeechRequest
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.request import CompletionRequest
+from ovserve.dialects.openai.images.request import (
+    ImageEditFields,
+    ImageEditRequest,
+    ImageGenerationRequest,
+    edit_parts,
+)
 from ovserve.dialects.openai.models import ModelList, ModelObject
 from ovserve.dialects.openai.request import SamplingRequest
 from ovserve.dialects.openai.retrieval.request import (
@@ -108,6 +115,15 @@ def _form(request: web.Request, form: Form, *, task: Literal["transcribe", "tran
 TRANSCRIPTIONS = _transcript_way("audio_transcriptions", "transcribe")
 TRANSLATIONS = _transcript_way("audio_translations", "translate")
 SPEECH = Way("audio_speech", _parsed(SpeechRequest), keys.SPEECH, writer=RawWriter)
+IMAGE_GENERATIONS = Way("images_generations", _parsed(ImageGenerationRequest), keys.IMAGES, writer=NamedEventWriter)
+
+
+def _image_edit(request: web.Request, form: Form) -> ImageEditRequest:
+    fields, image, mask = edit_parts(form)
+    return ImageEditRequest(validated(ImageEditFields, fields), image, mask)
+
+
+IMAGE_EDITS = Way("images_edits", _image_edit, keys.IMAGES, body="form", writer=NamedEventWriter)
 LOAD_MODEL = Way("load_model", lambda request, _: request.match_info["name"], keys.LOAD_MODEL, body="none")
 
 

@@ -78,6 +78,8 @@ ROUTES: tuple[Route, ...] = (
             ("/audio/transcriptions", routes.TRANSCRIPTIONS),
             ("/audio/translations", routes.TRANSLATIONS),
             ("/audio/speech", routes.SPEECH),
+            ("/images/generations", routes.IMAGE_GENERATIONS),
+            ("/images/edits", routes.IMAGE_EDITS),
             ("/tokenize", routes.TOKENIZE),
             ("/detokenize", routes.DETOKENIZE),
         )

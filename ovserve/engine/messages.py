@@ -161,6 +161,47 @@ class SynthesizeRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ImageParams:
+    """One image request's settings, resolved and checked by the server (``ovserve.core.images``)
+    against the model's limits; None: the pipeline's own default (the model's scheduler config)."""
+
+    prompt: str
+    width: int
+    height: int
+    n: int  # num_images_per_prompt
+    steps: int  # num_inference_steps
+    prompt_2: str | None = None
+    prompt_3: str | None = None
+    negative_prompt: str | None = None
+    negative_prompt_2: str | None = None
+    negative_prompt_3: str | None = None
+    guidance_scale: float | None = None
+    rng_seed: int | None = None
+    strength: float | None = None  # edits only: how far the input image is noised (1: fully)
+    max_sequence_length: int | None = None
+    # The LoRA adapters to apply, (alias, alpha) each; empty: none (every adapter the engine
+    # compiled in is switched off).
+    adapters: tuple[tuple[str, float], ...] = ()
+    output_format: str = "png"  # png, jpeg, webp: the engine encodes
+    output_compression: int = 100  # jpeg/webp quality, 0-100
+    partial_images: int = 0  # images decoded from the latent at evenly spaced steps, 0-3
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRequest:
+    """Generate ``params.n`` images (an image-generation engine): from the prompt alone, from
+    ``image`` (uint8 RGB [H, W, 3], the edit's input, already at the output size), or inpainting
+    ``image`` where ``mask`` (uint8 [H, W], 255: repaint) is set. The engine sends an
+    :class:`ImagePartial` for each partial image asked, then :class:`ImageResult`, or an error
+    :class:`RequestEnded`."""
+
+    request_id: int
+    params: ImageParams
+    image: np.ndarray | None = None
+    mask: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StatsRequest:
     token: int  # echoed by the StatsReply
 
@@ -176,6 +217,7 @@ Command = (
     | RerankRequest
     | TranscribeRequest
     | SynthesizeRequest
+    | ImageRequest
     | CancelRequest
     | StatsRequest
     | Shutdown
@@ -290,6 +332,27 @@ class SpeechResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ImagePartial:
+    """Partial image ``index`` (0-based) of an :class:`ImageRequest`: each of its images decoded
+    from the latent after ``step`` of its denoising steps, encoded as the request asked."""
+
+    request_id: int
+    index: int
+    step: int
+    images: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class ImageResult:
+    """The images of an :class:`ImageRequest`, encoded as it asked; ``steps``: the denoising
+    steps run (an edit runs ``strength`` of them). Ends the request; no RequestEnded follows."""
+
+    request_id: int
+    images: list[bytes]
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
 class StatsReply:
     token: int
     stats: EngineStats
@@ -314,5 +377,7 @@ RequestEvent = (
     | TranscribeResult
     | SpeechPiece
     | SpeechResult
+    | ImagePartial
+    | ImageResult
 )
 Event = Ready | Fatal | RequestEvent | StatsReply | Heartbeat

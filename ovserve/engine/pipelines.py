@@ -1,6 +1,7 @@
 """Building what an engine process runs: the pipeline of an :class:`EngineSpec` (continuous
 batching -- plain, speculative, prompt lookup --, stateful; embeddings and rerank models come from
-``ovserve.engine.retrieval``, speech models from ``ovserve.engine.speech``), the generation
+``ovserve.engine.retrieval``, speech models from ``ovserve.engine.speech``, image models from
+``ovserve.engine.images``), the generation
 config of each request, and the measurements taken on a new pipeline before it serves (its KV
 block size, its vocabulary).
 
@@ -148,6 +149,10 @@ def _build_pipeline(spec: EngineSpec) -> Any:
         from ovserve.engine.speech import TextToSpeech
 
         return TextToSpeech(spec)
+    if spec.kind is PipelineKind.IMAGE_GENERATION:
+        from ovserve.engine.images import ImageGenerator
+
+        return ImageGenerator(spec)
     if not spec.kind.generates:
         return build_retrieval_model(spec)
     properties = dict(properties)

@@ -33,6 +33,9 @@ from ovserve.engine.messages import (
     EngineErrorKind,
     EngineStats,
     Event,
+    ImagePartial,
+    ImageRequest,
+    ImageResult,
     RequestEnded,
     RequestEvent,
     RerankRequest,
@@ -54,8 +57,8 @@ _request_ids = itertools.count(1)
 
 # What a request's queue carries: its outputs, its end, or the failure that ended it.
 _StreamItem = RequestEvent | BaseException
-Piece = TypeVar("Piece", TranscriptDelta, SpeechPiece)
-Last = TypeVar("Last", TranscribeResult, SpeechResult)
+Piece = TypeVar("Piece", TranscriptDelta, SpeechPiece, ImagePartial)
+Last = TypeVar("Last", TranscribeResult, SpeechResult, ImageResult)
 
 
 class EngineRequests:
@@ -86,6 +89,7 @@ class EngineRequests:
                 SequenceOutput(request_id=request_id)
                 | TranscriptDelta(request_id=request_id)
                 | SpeechPiece(request_id=request_id)
+                | ImagePartial(request_id=request_id)
             ):
                 stream = self._streams.get(request_id)
                 if stream is not None:
@@ -96,6 +100,7 @@ class EngineRequests:
                 | RerankResult(request_id=request_id)
                 | TranscribeResult(request_id=request_id)
                 | SpeechResult(request_id=request_id)
+                | ImageResult(request_id=request_id)
             ):
                 stream = self._streams.pop(request_id, None)
                 if stream is not None:
@@ -169,6 +174,14 @@ class EngineRequests:
         request: the engine drops it before its next piece."""
         command = lambda request_id: SynthesizeRequest(request_id, text, voice, speed)  # noqa: E731
         return self._pieces(command, SpeechPiece, SpeechResult)
+
+    def generate_images(
+        self, request: Callable[[int], ImageRequest]
+    ) -> AsyncGenerator[ImagePartial | ImageResult, None]:
+        """An image request's partial images as the engine decodes them, then its :class:`ImageResult`.
+        A consumer that stops early (disconnect, timeout) cancels the request: the engine stops the
+        denoising loop at its next step."""
+        return self._pieces(request, ImagePartial, ImageResult)
 
     async def _pieces(
         self, command: Callable[[int], Command], piece: type[Piece], last: type[Last]

@@ -1,5 +1,6 @@
-"""The one-request-at-a-time engine loop: an embeddings or rerank model (``ovserve.engine.retrieval``)
-or a speech model (``ovserve.engine.speech``): speech to text, or text to speech piece by piece."""
+"""The one-request-at-a-time engine loop: an embeddings or rerank model (``ovserve.engine.retrieval``),
+a speech model (``ovserve.engine.speech``): speech to text, or text to speech piece by piece, or an
+image-generation model (``ovserve.engine.images``), its partial images sent as the denoising goes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ovserve.engine.channel import PipeChannel
+from ovserve.engine.images import ImageCancelled, ImageGenerator, ImageTaskError
 from ovserve.engine.loop import FAILED, HEARTBEAT_INTERVAL_S, Admitted, LoopBase, serial_stats
 from ovserve.engine.messages import (
     AddRequest,
@@ -24,6 +26,9 @@ from ovserve.engine.messages import (
     EngineStats,
     Event,
     Heartbeat,
+    ImagePartial,
+    ImageRequest,
+    ImageResult,
     RequestEnded,
     RerankRequest,
     RerankResult,
@@ -61,7 +66,10 @@ class RetrievalEngineLoop(LoopBase):
     """
 
     def __init__(
-        self, pipe: Embedder | Reranker | SpeechToText | TextToSpeech, conn: PipeChannel, spec: EngineSpec
+        self,
+        pipe: Embedder | Reranker | SpeechToText | TextToSpeech | ImageGenerator,
+        conn: PipeChannel,
+        spec: EngineSpec,
     ) -> None:
         super().__init__(pipe, conn)
         self._model = pipe
@@ -81,6 +89,7 @@ class RetrievalEngineLoop(LoopBase):
                 | RerankRequest(request_id)
                 | TranscribeRequest(request_id)
                 | SynthesizeRequest(request_id)
+                | ImageRequest(request_id)
             ):
                 self._outstanding.add(request_id)
             case CancelRequest(request_id):
@@ -108,18 +117,22 @@ class RetrievalEngineLoop(LoopBase):
             case EmbedRequest(request_id, texts) if isinstance(self._model, Embedder):
                 self._serve(request_id, texts, self._model.embed, self._embedded)
             case RerankRequest(request_id, query, documents) if not isinstance(
-                self._model, (Embedder, SpeechToText, TextToSpeech)
+                self._model, (Embedder, SpeechToText, TextToSpeech, ImageGenerator)
             ):
                 self._serve(request_id, documents, functools.partial(self._model.score, query), self._reranked)
             case TranscribeRequest() if isinstance(self._model, SpeechToText):
                 self._transcribe(self._model, command)
             case SynthesizeRequest(request_id, text, voice, speed) if isinstance(self._model, TextToSpeech):
                 self._synthesize(self._model, request_id, text, voice, speed)
+            case ImageRequest() if isinstance(self._model, ImageGenerator):
+                self._generate_images(self._model, command)
             case (
                 AddRequest(request_id)
                 | EmbedRequest(request_id)
                 | RerankRequest(request_id)
                 | TranscribeRequest(request_id)
+                | SynthesizeRequest(request_id)
+                | ImageRequest(request_id)
             ):
                 # The server routes each task to its own models; never hang on another task's request.
                 self._send([RequestEnded(request_id, EngineErrorKind.REFUSED, "this model serves another task")])
@@ -191,6 +204,32 @@ class RetrievalEngineLoop(LoopBase):
             if not pieces:  # the server refuses blank input; never leave a request unanswered
                 self._send([SpeechResult(request_id, np.zeros(0, np.float32), 16_000)])
 
+    def _generate_images(self, model: ImageGenerator, request: ImageRequest) -> None:
+        """One pipeline call; after each denoising step a partial image is sent when one is due, and a
+        cancelled request stops there."""
+        request_id, wanted = request.request_id, request.params.partial_images
+        sent = 0
+
+        def on_step(done: int, steps: int, decode: Any) -> bool:
+            nonlocal sent
+            self._beat()
+            if request_id in self._cancelled:
+                return True
+            if sent < wanted and done < steps and done >= partial_image_step(sent, wanted, steps):
+                self._send([ImagePartial(request_id, sent, done, decode())])
+                sent += 1
+            return request_id in self._cancelled
+
+        with self._serving(request_id):
+            if self._ended_if_cancelled(request_id):
+                return
+            try:
+                images, steps = model.generate(request, on_step)
+            except ImageCancelled:
+                self._send([RequestEnded(request_id)])
+                return
+            self._send([ImageResult(request_id, images, steps)])
+
     @contextlib.contextmanager
     def _serving(self, request_id: int) -> Iterator[None]:
         """One request's work: a refusal or a pipeline failure in it is its answer; after it the
@@ -226,9 +265,17 @@ class RetrievalEngineLoop(LoopBase):
             self._send([Heartbeat(self._stats())])
 
 
+def partial_image_step(index: int, wanted: int, steps: int) -> int:
+    """The denoising step (1-based) after which partial image ``index`` of ``wanted`` is decoded:
+    evenly spaced before the last step (a request of fewer steps than partial images gets fewer)."""
+    return -(-(index + 1) * steps // (wanted + 1))
+
+
 def _refusal(exc: Exception) -> str | None:
     """What the client is told when the request asked for what the model has not; None: a failure."""
     match exc:
+        case ImageTaskError():
+            return str(exc)
         case UnknownLanguageError():
             return f"the model has no language '{exc}'"
         case UnknownVoiceError():

@@ -7,9 +7,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ovserve.json_types import JsonObject
 
@@ -27,6 +27,7 @@ class PipelineKind(enum.Enum):
     RERANK = "rerank"  # a cross-encoder, driven by ovserve.engine.retrieval
     SPEECH_TO_TEXT = "speech_to_text"  # openvino_genai.WhisperPipeline (ovserve.engine.speech)
     TEXT_TO_SPEECH = "text_to_speech"  # openvino_genai.Text2SpeechPipeline (ovserve.engine.speech)
+    IMAGE_GENERATION = "image_generation"  # openvino_genai's image pipelines (ovserve.engine.images)
 
     @property
     def continuous_batching(self) -> bool:
@@ -34,13 +35,20 @@ class PipelineKind(enum.Enum):
 
     @property
     def generates(self) -> bool:
-        """An LLM (chat and completions), as opposed to a retrieval model (embeddings, rerank)."""
+        """An LLM (chat and completions), as opposed to a model served one request at a time
+        (embeddings, rerank, speech, images)."""
         return self not in _RETRIEVAL_KINDS
 
 
 # Models run one request at a time by ovserve.engine.retrieval_loop (not LLMs).
 _RETRIEVAL_KINDS = frozenset(
-    {PipelineKind.EMBEDDINGS, PipelineKind.RERANK, PipelineKind.SPEECH_TO_TEXT, PipelineKind.TEXT_TO_SPEECH}
+    {
+        PipelineKind.EMBEDDINGS,
+        PipelineKind.RERANK,
+        PipelineKind.SPEECH_TO_TEXT,
+        PipelineKind.TEXT_TO_SPEECH,
+        PipelineKind.IMAGE_GENERATION,
+    }
 )
 _CONTINUOUS_BATCHING_KINDS = frozenset(
     {PipelineKind.CONTINUOUS_BATCHING, PipelineKind.SPECULATIVE, PipelineKind.PROMPT_LOOKUP}
@@ -80,6 +88,125 @@ class RetrievalSettings(BaseModel):
         description="embeddings/rerank: most inputs per pipeline call; a longer request is split (bounds the "
         "engine's memory and lets a cancel take effect between calls)",
     )
+
+
+Resolution = tuple[int, int]  # (width, height) in pixels
+
+
+def parse_resolution(value: Any) -> Any:
+    """OVMS's ``"WxH"`` (a list of them, separated by spaces or commas, where several are allowed)."""
+    if not isinstance(value, str):
+        return value
+    sizes = []
+    for item in value.replace(",", " ").split():
+        width, sep, height = item.lower().partition("x")
+        if not sep or not width.isdigit() or not height.isdigit() or int(width) < 1 or int(height) < 1:
+            raise ValueError(f"expected WIDTHxHEIGHT in pixels (e.g. 512x512), got {item!r}")
+        sizes.append((int(width), int(height)))
+    return sizes
+
+
+class LoraAdapter(BaseModel):
+    """One LoRA adapter of an image model (OVMS's ``lora_adapters`` entry): its safetensors file
+    and the alpha it is applied with unless a request's ``lora_alphas`` says otherwise."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: Path
+    alpha: float = Field(default=1.0, ge=-10.0, le=10.0)
+
+
+class ImageSettings(BaseModel):
+    """How an image-generation model serves (OVMS's ImageGenCalculatorOptions, same names and
+    defaults, and ovserve's work bound). Unused by other models."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_resolution: Resolution = Field(
+        default=(4096, 4096), description="images: the largest WIDTHxHEIGHT a request may ask (OVMS default 4096x4096)"
+    )
+    default_resolution: Resolution | None = Field(
+        default=None, description="images: WIDTHxHEIGHT when a request's size is omitted or auto (default: the model's)"
+    )
+    max_num_images_per_prompt: int = Field(default=10, ge=1, description="images: the largest n a request may ask")
+    default_num_inference_steps: int = Field(default=50, ge=1, description="images: denoising steps when unasked")
+    max_num_inference_steps: int = Field(
+        default=100, ge=1, description="images: the most denoising steps a request may ask"
+    )
+    resolution: tuple[Resolution, ...] = Field(
+        default=(),
+        description="images: static WIDTHxHEIGHT shapes the model is reshaped to (required on NPU; "
+        "requests must ask one of them)",
+    )
+    num_images_per_prompt: int | None = Field(default=None, ge=1, description="images: static n (NPU reshape)")
+    guidance_scale: float | None = Field(default=None, ge=0, description="images: static guidance scale (NPU reshape)")
+    lora_adapters: dict[str, LoraAdapter] = Field(
+        default_factory=dict,
+        description="images: LoRA adapters by alias, ALIAS=FILE[,ALIAS=FILE...] (a request names one as its 'model')",
+    )
+    composite_lora_adapters: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="images: mixes of lora_adapters by alias: {alias: {adapter alias: weight}}"
+    )
+    max_pixel_steps: int = Field(
+        default=4 * 1024 * 1024 * 50,
+        ge=1,
+        description="images: the most work one request may ask, width x height x n x steps (default: four "
+        "1024x1024 images of 50 steps); 400 beyond",
+    )
+
+    @field_validator("max_resolution", "default_resolution", mode="before")
+    @classmethod
+    def _one_resolution(cls, value: Any) -> Any:
+        sizes = parse_resolution(value)
+        if isinstance(value, str) and len(sizes) != 1:
+            raise ValueError(f"expected one WIDTHxHEIGHT, got {value!r}")
+        return sizes[0] if isinstance(value, str) else value
+
+    @field_validator("resolution", mode="before")
+    @classmethod
+    def _resolutions(cls, value: Any) -> Any:
+        return parse_resolution(value)
+
+    @field_validator("lora_adapters", mode="before")
+    @classmethod
+    def _adapter_list(cls, value: Any) -> Any:
+        if isinstance(value, str):  # the flag: ALIAS=FILE,ALIAS=FILE
+            pairs = [item.strip() for item in value.split(",") if item.strip()]
+            if any("=" not in pair for pair in pairs):
+                raise ValueError(f"expected ALIAS=FILE[,ALIAS=FILE...], got {value!r}")
+            return {alias: {"path": path} for alias, path in (pair.split("=", 1) for pair in pairs)}
+        return value
+
+    @model_validator(mode="after")
+    def _adapters_exist(self) -> ImageSettings:
+        for alias, adapter in self.lora_adapters.items():
+            if not alias:
+                raise ValueError("a LoRA adapter needs an alias")
+            if not adapter.path.is_file():
+                raise ValueError(f"LoRA adapter '{alias}': {adapter.path} does not exist")
+        for alias, components in self.composite_lora_adapters.items():
+            if alias in self.lora_adapters:
+                raise ValueError(f"composite LoRA adapter '{alias}' has the alias of a LoRA adapter")
+            unknown = sorted(set(components) - set(self.lora_adapters))
+            if unknown or not components:
+                raise ValueError(
+                    f"composite LoRA adapter '{alias}' names no adapter or unknown ones ({', '.join(unknown)}); "
+                    f"known: {', '.join(sorted(self.lora_adapters)) or 'none'}"
+                )
+        if self.default_num_inference_steps > self.max_num_inference_steps:
+            raise ValueError("default_num_inference_steps is over max_num_inference_steps")
+        return self
+
+    def adapter_mix(self, alias: str) -> dict[str, float]:
+        """The adapters (alias: alpha) an adapter or composite alias stands for."""
+        if alias in self.lora_adapters:
+            return {alias: self.lora_adapters[alias].alpha}
+        return dict(self.composite_lora_adapters[alias])
+
+    @property
+    def aliases(self) -> list[str]:
+        """Every name a request's ``model`` may give for an adapter (single or composite)."""
+        return [*self.lora_adapters, *self.composite_lora_adapters]
 
 
 class SchedulerSettings(BaseModel):
@@ -178,6 +305,7 @@ class EngineSpec:
     draft_device: str | None = None
     draft_scheduler: SchedulerSettings | None = None
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    images: ImageSettings = field(default_factory=ImageSettings)
     # Embeddings / rerank: the most tokens one input may have (the pipeline's max_length).
     max_input_tokens: int | None = None
     # Text to speech: voice name -> file of the speaker embedding (raw float32, as OVMS reads it).

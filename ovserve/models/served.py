@@ -182,7 +182,12 @@ class ServedModel:
         """Read the model directory (blocking: call from a thread at startup)."""
         spec = settings.engine_spec(compile_cache_dir(server))
 
-        tokenizer = open_tokenizer(spec.model_path)  # its word cache off: clients cannot grow it
+        # An image model's tokenizer and text encoder have their folders (diffusers' layout); the
+        # tokenizer counts prompt tokens, the encoder's config says how many it reads.
+        image_model = spec.kind is PipelineKind.IMAGE_GENERATION
+        tokenizer = open_tokenizer(
+            spec.model_path / "tokenizer" if image_model else spec.model_path
+        )  # its word cache off: clients cannot grow it
         source = tokenizer.chat_template or read_chat_template(spec.model_path)
         template = None
         if source:
@@ -211,7 +216,8 @@ class ServedModel:
             tokenizer=PromptTokenizer(tokenizer, spec.name),
             template=template,
             defaults=ModelDefaults.load(spec.model_path, settings.generation_config_path),
-            context_length=spec.max_input_tokens or read_context_length(spec.model_path),
+            context_length=spec.max_input_tokens
+            or read_context_length(spec.model_path / "text_encoder" if image_model else spec.model_path),
             created=int(time.time()),
             vision=VisionModel.detect(spec.model_path),
             tool_format=parsers.tool_format,

@@ -17,7 +17,14 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from ovserve.engine.spec import EngineFault, EngineSpec, PipelineKind, RetrievalSettings, SchedulerSettings
+from ovserve.engine.spec import (
+    EngineFault,
+    EngineSpec,
+    ImageSettings,
+    PipelineKind,
+    RetrievalSettings,
+    SchedulerSettings,
+)
 from ovserve.engine.speech import alignment_heads
 from ovserve.errors import first_complaint
 from ovserve.json_types import JsonObject
@@ -30,7 +37,7 @@ log = logging.getLogger(__name__)
 
 PipelineType = Literal["AUTO", "LM", "LM_CB", "VLM", "VLM_CB"]
 # What a model serves: OVMS's export_model.py task names (its graph's calculator says the same).
-Task = Literal["text_generation", "embeddings", "rerank", "speech_to_text", "text_to_speech"]
+Task = Literal["text_generation", "embeddings", "rerank", "speech_to_text", "text_to_speech", "image_generation"]
 
 
 # OVMS graph defaults that differ from the flags' defaults, by setting name, applied under what a
@@ -39,11 +46,16 @@ Task = Literal["text_generation", "embeddings", "rerank", "speech_to_text", "tex
 # because multi-turn chat resends the history every turn; a graph file keeps OVMS's
 # LLMCalculatorOptions semantics, where an omitted option means false.
 GRAPH_DEFAULTS: Final[Mapping[str, Any]] = {"enable_prefix_caching": False}
+# The file of an image-generation model directory (diffusers' layout, as optimum-intel exports it).
+IMAGE_MODEL_INDEX = "model_index.json"
 
 
 def _model_directory(path: Path, label: str) -> Path:
     if not path.is_dir():
         raise ValueError(f"{label} directory {path} does not exist")
+    if (path / IMAGE_MODEL_INDEX).is_file():
+        # A diffusers layout (text encoder, denoiser, VAE, each in its folder): checked by task below.
+        return path
     if not any(path.glob("openvino_*model*.xml")):
         raise ValueError(f"{path} holds no OpenVINO IR (openvino_model.xml); export it first")
     if not (path / "openvino_tokenizer.xml").is_file():
@@ -63,8 +75,8 @@ class ModelSettings(BaseModel):
     task: Task = Field(
         default="text_generation",
         description="text_generation (chat, completions), embeddings, rerank, speech_to_text (Whisper: "
-        "/audio/transcriptions, /audio/translations) or text_to_speech (SpeechT5: /audio/speech); a graph's "
-        "calculator sets it",
+        "/audio/transcriptions, /audio/translations), text_to_speech (SpeechT5: /audio/speech) or image_generation "
+        "(/images/generations, /images/edits); a graph's calculator sets it",
     )
     pipeline_type: PipelineType = Field(
         default="AUTO", description="AUTO: stateful LM on NPU, continuous batching elsewhere"
@@ -81,6 +93,7 @@ class ModelSettings(BaseModel):
     device: str = Field(default="CPU", description="OpenVINO device: CPU, GPU, NPU, ... (passed through)")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    images: ImageSettings = Field(default_factory=ImageSettings)
     voices: dict[str, Path] = Field(
         default_factory=dict,
         description="text_to_speech: the voices /audio/speech offers, as NAME=FILE,... (raw float32 speaker "
@@ -126,7 +139,8 @@ class ModelSettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _scheduler_options_are_flat(cls, data: Any) -> Any:
-        return lift_flat(lift_flat(data, "scheduler", SchedulerSettings), "retrieval", RetrievalSettings)
+        data = lift_flat(lift_flat(data, "scheduler", SchedulerSettings), "retrieval", RetrievalSettings)
+        return lift_flat(data, "images", ImageSettings)
 
     @field_validator("aliases", mode="before")
     @classmethod
@@ -248,6 +262,19 @@ class ModelSettings(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _image_model_fits(self) -> ModelSettings:
+        is_image_model = (self.path / IMAGE_MODEL_INDEX).is_file()
+        if self.task == "image_generation" and not is_image_model:
+            raise ValueError(f"{self.path} has no {IMAGE_MODEL_INDEX}: not an image-generation model export")
+        if self.task != "image_generation" and is_image_model:
+            raise ValueError(
+                f"{self.path} is an image-generation model ({IMAGE_MODEL_INDEX}); serve it with task image_generation"
+            )
+        if self.task == "image_generation" and not (self.path / "tokenizer" / "openvino_tokenizer.xml").is_file():
+            raise ValueError(f"{self.path} has no tokenizer/openvino_tokenizer.xml; export it with the tokenizer")
+        return self
+
+    @model_validator(mode="after")
     def _pinned_stays_loaded(self) -> ModelSettings:
         if self.pinned and self.lazy_load:
             raise ValueError(f"{self.source}: a pinned model loads at start; lazy_load: true contradicts it")
@@ -286,6 +313,8 @@ class ModelSettings(BaseModel):
             return PipelineKind.SPEECH_TO_TEXT
         if self.task == "text_to_speech":
             return PipelineKind.TEXT_TO_SPEECH
+        if self.task == "image_generation":
+            return PipelineKind.IMAGE_GENERATION
         if self.pipeline_type == "LM" or (self.pipeline_type == "AUTO" and self.device.upper().startswith("NPU")):
             return PipelineKind.STATEFUL
         if self.draft_path is not None:
@@ -338,9 +367,10 @@ class ModelSettings(BaseModel):
             draft_device=self.draft_device,
             draft_scheduler=draft_scheduler,
             retrieval=self.retrieval,
+            images=self.images,
             voices=self.voice_files(),
             word_timestamps=self.enable_word_timestamps,
-            max_input_tokens=self.max_input_tokens() if not self.pipeline_kind.generates else None,
+            max_input_tokens=self.max_input_tokens() if self.task in ("embeddings", "rerank") else None,
             fault=EngineFault.from_environment(),  # the one place the test hook's variable is read
         )
 

@@ -28,6 +28,7 @@ from ovserve.dialects.anthropic.request import MessagesRequest, PromptRequest
 from ovserve.dialects.ollama import request as ollama
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.completions.request import CompletionRequest
+from ovserve.dialects.openai.images.request import ImageGenerationRequest
 from ovserve.dialects.openai.responses.request import ResponsesRequest
 from ovserve.dialects.openai.retrieval.request import (
     DetokenizeRequest,
@@ -48,8 +49,11 @@ PATHS: dict[str, type[BaseModel]] = {
     "/v3/detokenize": DetokenizeRequest,
     "/v3/messages": MessagesRequest,
     "/v3/messages/count_tokens": PromptRequest,
+    "/v3/images/generations": ImageGenerationRequest,
 }
 GENERATION = ("/v3/chat/completions", "/v3/completions", "/v3/responses", "/v3/messages")
+# The JSON routes that stream with "stream": true.
+STREAMED = (*GENERATION, "/v3/images/generations")
 # Anthropic's Messages API: its error shape, 529 for an overloaded model.
 ANTHROPIC = ("/v3/messages", "/v3/messages/count_tokens")
 # The documented GETs: OpenAI's model list and model object.
@@ -58,6 +62,8 @@ READS = ("/v3/models", "/v3/models/{name}")
 STORED = "/v3/responses/{response_id}"
 # Audio: multipart uploads and an audio answer (their schemas are written in ovserve.api.openapi).
 AUDIO = ("/v3/audio/transcriptions", "/v3/audio/translations", "/v3/audio/speech")
+# An image edit: a multipart upload, admitted like every model's request (429 past its queue).
+IMAGE_EDIT = "/v3/images/edits"
 # Ollama's native API: its request models, each documented as "Ollama" + the class name.
 OLLAMA: dict[str, type[BaseModel]] = {
     "/api/chat": ollama.ChatRequest,
@@ -117,7 +123,14 @@ async def test_openapi_document_is_valid_openapi_31_with_every_endpoint() -> Non
     document = await served_document()
     validate(document)  # raises on an invalid document; picks the validator from "openapi": "3.1.0"
     assert document["openapi"].startswith("3.1")
-    assert {*PATHS, *READS, STORED, *AUDIO, *OLLAMA, *OLLAMA_READS, *OLLAMA_STORE} == set(document["paths"])
+    assert {*PATHS, *READS, STORED, *AUDIO, IMAGE_EDIT, *OLLAMA, *OLLAMA_READS, *OLLAMA_STORE} == set(document["paths"])
+    edit = document["paths"][IMAGE_EDIT]["post"]
+    assert set(edit["responses"]) == {"200", "400", "404", "413", "415", "429", "503", "504"}
+    assert set(edit["requestBody"]["content"]["multipart/form-data"]["schema"]["required"]) == {
+        "image",
+        "prompt",
+        "model",
+    }
     for path in AUDIO:
         assert set(document["paths"][path]["post"]["responses"]) == {"200", "400", "404", "413", "415", "503", "504"}
     for path in READS:
@@ -129,7 +142,9 @@ async def test_openapi_document_is_valid_openapi_31_with_every_endpoint() -> Non
             expected |= {"529"} | ({"429"} if path in GENERATION else set())
         else:
             expected |= {"422", "429", "503"} if path in GENERATION else set()
-        expected |= {"429", "503", "504"} if path in ("/v3/embeddings", "/v3/rerank") else set()
+        expected |= (
+            {"429", "503", "504"} if path in ("/v3/embeddings", "/v3/rerank", "/v3/images/generations") else set()
+        )
         assert set(responses) == expected, path
         for status in expected - {"200"}:
             error = responses[status]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
@@ -280,7 +295,7 @@ async def test_openapi_success_bodies_are_the_response_models_each_under_its_own
         content = document["paths"][path]["post"]["responses"]["200"]["content"]
         answer = content["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
         assert schemas[answer]["additionalProperties"] is False, path
-        if path in GENERATION:
+        if path in STREAMED:
             events = content["text/event-stream"]["schema"]["$ref"].rsplit("/", 1)[-1]
             assert "anyOf" in schemas[events] or "oneOf" in schemas[events], path
         else:
@@ -503,6 +518,7 @@ async def test_openapi_type_mutations_are_refused_by_the_request_models() -> Non
         "/v3/detokenize": {"model": "tiny-llm", "tokens": [1]},
         "/v3/messages": {"model": "tiny-llm", "max_tokens": 8, "messages": MESSAGES},
         "/v3/messages/count_tokens": {"model": "tiny-llm", "messages": MESSAGES},
+        "/v3/images/generations": {"model": "tiny-llm", "prompt": "a lighthouse"},
         "/api/chat": {**LLM, "messages": [USER]},
         "/api/generate": {**LLM, "prompt": "hi"},
         "/api/embed": {**EMBED, "input": "hi"},

@@ -14,12 +14,13 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ovserve.__main__ import MODEL_FLAGS, SERVER_FLAGS, build_parser, flag_values, settings_from_flags
 from ovserve.settings.flags import NOT_A_FLAG, Flag
-from ovserve.settings.graph import _LLM_OPTIONS_FIELDS, IGNORED_OPTIONS, LEGACY_OPTIONS, UNSUPPORTED_OPTIONS
+from ovserve.settings.graph import IGNORED_OPTIONS, LEGACY_OPTIONS, UNSUPPORTED_OPTIONS
+from ovserve.settings.graph_schema import LLM_OPTIONS_FIELDS
 from ovserve.settings.schema import GRAPH_DEFAULTS, ModelSettings, ServerSettings, models_from_config
 from tests.unit.test_graph_config import repository
 
 FLAGS = [*MODEL_FLAGS, *SERVER_FLAGS]
-GRAPH_OPTIONS = {name for name, _, _ in _LLM_OPTIONS_FIELDS}
+GRAPH_OPTIONS = {name for name, _, _ in LLM_OPTIONS_FIELDS}
 
 
 def value_of(settings: ServerSettings, flag: Flag) -> Any:

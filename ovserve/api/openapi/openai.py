@@ -1,6 +1,6 @@
 """The OpenAI-shaped operations of the OpenAPI document (and Anthropic's Messages API beside them):
 chat, completions, Responses (and reading back and deleting a stored response), messages, embeddings,
-rerank, tokenize, detokenize, the model list, and the audio routes.
+rerank, tokenize, detokenize, the model list, the audio routes and the image routes.
 
 Contract: :func:`components` are the schemas of these operations for a server serving ``served``
 (model name -> task); :func:`paths` their path items. Each POST route is described once, under
@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
+from ovserve.api.openapi.images import image_edit_path
 from ovserve.api.openapi.schema import ERRORS, Schema, SchemaInput, generate, json_content, ref, request_schema
 from ovserve.dialects.anthropic.request import MessagesRequest, PromptRequest
 from ovserve.dialects.anthropic.response import ErrorResponse, Message, StreamEvent, TokenCount
@@ -44,6 +45,8 @@ from ovserve.dialects.openai.chat.response import ChatCompletion, ChatCompletion
 from ovserve.dialects.openai.common import ErrorBody
 from ovserve.dialects.openai.completions.request import CompletionRequest
 from ovserve.dialects.openai.completions.response import Completion, CompletionStreamEvent
+from ovserve.dialects.openai.images.request import ImageGenerationRequest
+from ovserve.dialects.openai.images.response import ImagesResponse, ImageStreamEvent
 from ovserve.dialects.openai.models import ModelList, ModelObject
 from ovserve.dialects.openai.request import MAX_STOP_SEQUENCES, SamplingRequest
 from ovserve.dialects.openai.responses.request import ResponsesRequest
@@ -172,6 +175,16 @@ _OPERATIONS: tuple[_Operation, ...] = (
         DetokenizeResponse,
         "The decoded text",
         _TOKENIZER_ERRORS,
+    ),
+    _Operation(
+        "/v3/images/generations",
+        ImageGenerationRequest,
+        "Create images from a prompt (OpenAI's shape, OVMS's extras; partial images with stream)",
+        ImagesResponse,
+        _STREAMED + " (each named by an 'event:' line: image_generation.partial_image, .completed, error)",
+        _RETRIEVAL_ERRORS,
+        events=("ImageGenerationStreamEvent", ImageStreamEvent),
+        task="image_generation",
     ),
 )
 
@@ -316,6 +329,7 @@ def paths(served: Mapping[str, str]) -> Schema:
         **{read.path: {"get": _read_operation(read, names)} for read in _READS},
         _STORED_RESPONSE: _stored_response_item(),
         **_audio_paths(served),
+        **image_edit_path(served),
     }
 
 

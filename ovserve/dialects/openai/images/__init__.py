@@ -1,0 +1,1 @@
+"""OpenAI's image generation and editing (``/images/generations``, ``/images/edits``), with OVMS's extras."""
