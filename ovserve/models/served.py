@@ -309,6 +309,11 @@ class ModelRegistry:
         return model
 
     def _aliased(self, name: str) -> ServedModel | None:
+        """The model one of whose LoRA adapters is called ``name`` (vLLM's LoRA models), else the
+        first whose aliases match it."""
+        for model in self._models.values():
+            if name in model.spec.images.aliases:
+                return model
         for model in self._models.values():
             if any(fnmatch.fnmatchcase(name, alias) for alias in model.settings.aliases):
                 return model

@@ -57,6 +57,8 @@ class ModelObject(Body):
     object: Literal["model"]
     created: int
     owned_by: str
+    # A LoRA adapter of an image model: the model it adapts (vLLM lists LoRA models so).
+    parent: str | None = None
     ovserve: ModelParsersInfo  # ovserve's extension
 
     @classmethod
@@ -76,4 +78,11 @@ class ModelList(Body):
 
     @classmethod
     def of(cls, models: Iterable[ServedModel], describe: Describe) -> ModelList:
-        return cls(object="list", data=[ModelObject.of(model, describe) for model in models])
+        """Every model, each followed by its LoRA adapters (an image model's: a request names one as its model)."""
+        data = []
+        for model in models:
+            listed = ModelObject.of(model, describe)
+            data.append(listed)
+            for alias in model.spec.images.aliases:
+                data.append(ModelObject.model_validate({**listed.dump(), "id": alias, "parent": model.name}))
+        return cls(object="list", data=data)
