@@ -48,7 +48,6 @@ from ovserve.engine.messages import (
     EngineStats,
     Event,
     GenerationParams,
-    Heartbeat,
     RequestEnded,
     SequenceOutput,
     Shutdown,
@@ -134,7 +133,6 @@ class EngineLoop(LoopBase):
         import openvino as ov
 
         self._ov = ov
-        last_beat = 0.0
         while self._running:
             busy = bool(self._active) or bool(self._releasing)
             events: list[Event] = []
@@ -142,11 +140,10 @@ class EngineLoop(LoopBase):
             self._drain_commands(wait=None if busy else HEARTBEAT_INTERVAL_S, events=events)
             if self._active or self._releasing:
                 self._step(events)
-            now = time.monotonic()
             went_idle = busy and not self._active and not self._releasing
-            if now - last_beat >= HEARTBEAT_INTERVAL_S or went_idle:
-                events.append(Heartbeat(self._stats()))
-                last_beat = now
+            heartbeat = self._due_heartbeat(time.monotonic(), force=went_idle)
+            if heartbeat is not None:
+                events.append(heartbeat)
             if events:
                 self._send(events)
         self._release_everything()

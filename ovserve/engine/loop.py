@@ -1,5 +1,5 @@
 """What every engine loop shares: the reader thread that moves commands from the pipe into a queue,
-the one place commands are drained from that queue, sending events, the heartbeat interval and
+the one place commands are drained from that queue, sending events, when a heartbeat is due, and
 the messages a client is told when the engine ends its request.
 
 Contract for a loop (``continuous``, ``stateful``, ``retrieval_loop``): only its own thread touches
@@ -21,7 +21,7 @@ from typing import Any
 
 from ovserve.engine.channel import PipeChannel
 from ovserve.engine.detokenizer import Detokenizer
-from ovserve.engine.messages import Command, EngineStats, Event, GenerationParams, Shutdown
+from ovserve.engine.messages import Command, EngineStats, Event, GenerationParams, Heartbeat, Shutdown
 
 log = logging.getLogger("ovserve.engine")
 
@@ -60,6 +60,7 @@ class LoopBase:
         self._commands: queue.SimpleQueue[Command | Admitted] = queue.SimpleQueue()
         self._send_lock = threading.Lock()
         self._running = True
+        self._last_beat = 0.0
 
     def start_reader(self) -> None:
         threading.Thread(target=self._read_commands, name="ovserve-engine-reader", daemon=True).start()
@@ -90,6 +91,18 @@ class LoopBase:
     def _on_command_received(self, command: Command) -> bool:
         """Runs on the reader thread; False when the command was fully handled there."""
         return True
+
+    def _stats(self) -> EngineStats:
+        """The loop's state now, as its heartbeats and stats replies carry it."""
+        raise NotImplementedError
+
+    def _due_heartbeat(self, now: float, *, force: bool = False) -> Heartbeat | None:
+        """The heartbeat to send now, if one is due: :data:`HEARTBEAT_INTERVAL_S` after the last
+        one, or at once with ``force``."""
+        if not force and now - self._last_beat < HEARTBEAT_INTERVAL_S:
+            return None
+        self._last_beat = now
+        return Heartbeat(self._stats())
 
     def _send(self, events: list[Event]) -> None:
         try:

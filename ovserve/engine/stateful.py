@@ -17,7 +17,6 @@ from ovserve.engine.messages import (
     Command,
     EngineErrorKind,
     EngineStats,
-    Heartbeat,
     RequestEnded,
     SequenceOutput,
     Shutdown,
@@ -66,16 +65,15 @@ class StatefulEngineLoop(LoopBase):
         import openvino as ov
 
         self._ov = ov
-        last_beat = 0.0
         while self._running:
             # Drain every queued command before the next generation (a cancel of a queued request
             # must drop it before it starts); wait for one only when nothing is pending, and no
             # longer than a heartbeat (a generation's tokens are its signs of life).
             for command in self._queued(None if self._pending else HEARTBEAT_INTERVAL_S):
                 self._handle(command)
-            if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_S:
-                self._send([Heartbeat(self._stats())])
-                last_beat = time.monotonic()
+            heartbeat = self._due_heartbeat(time.monotonic())
+            if heartbeat is not None:
+                self._send([heartbeat])
             if self._pending and self._running:
                 self._generate(self._pending.pop(0))
 
