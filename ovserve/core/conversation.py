@@ -159,17 +159,13 @@ class JsonObjectFormat:
 
 @dataclass(frozen=True, slots=True)
 class RegexFormat:
+    """Text matching ``pattern`` in full (OVMS's ``regex``; its ``const_string`` is the escaped string)."""
+
     pattern: str
     origin: str
 
 
-@dataclass(frozen=True, slots=True)
-class ConstFormat:
-    value: str
-    origin: str
-
-
-OutputFormat = JsonSchemaFormat | JsonObjectFormat | RegexFormat | ConstFormat
+OutputFormat = JsonSchemaFormat | JsonObjectFormat | RegexFormat
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

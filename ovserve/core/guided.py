@@ -20,14 +20,12 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import secrets
 from typing import Any
 
 from outlines_core.json_schema import build_regex_from_schema
 
 from ovserve.core.conversation import (
-    ConstFormat,
     JsonObjectFormat,
     JsonSchemaFormat,
     OutputFormat,
@@ -244,8 +242,6 @@ def response_format_grammar(output_format: OutputFormat | None) -> GrammarSpec |
             return {"regex": schema_regex(schema, param=origin)}
         case RegexFormat(pattern=pattern):
             return {"regex": pattern}
-        case ConstFormat(value=value):
-            return {"regex": re.escape(value)}
     return None  # free text
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from ovserve.core.conversation import ConstFormat, OutputFormat, RegexFormat
+from ovserve.core.conversation import OutputFormat, RegexFormat
 from ovserve.core.guided import response_format_grammar
 from ovserve.dialects.openai.chat.adapter import conversation_of
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest, JSONSchemaFormat
@@ -72,7 +72,7 @@ def test_response_format_shapes_clients_send_are_accepted() -> None:
 def test_grammars_are_compiled_from_the_typed_formats() -> None:
     assert response_format_grammar(_format(_request({"type": "text"}))) is None
     assert response_format_grammar(None) is None
-    const = ConstFormat("a.b", "response_format")
+    const = _format(_request({"type": "const_string", "value": "a.b"}))
     assert response_format_grammar(const) == {"regex": re.escape("a.b")}
     assert response_format_grammar(RegexFormat("[0-9]+", "response_format")) == {"regex": "[0-9]+"}
     json_object = response_format_grammar(_format(_request({"type": "json_object"})))

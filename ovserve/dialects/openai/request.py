@@ -245,7 +245,7 @@ class ConstStringFormat(Lenient):
     value: str
 
     def output_format(self, origin: str) -> core.OutputFormat:
-        return core.ConstFormat(self.value, origin)
+        return core.RegexFormat(re.escape(self.value), origin)
 
 
 JsonSchemaT = TypeVar("JsonSchemaT", bound=Lenient)
