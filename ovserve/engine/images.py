@@ -38,7 +38,12 @@ class ImageTaskError(Exception):
 
 
 class ImageCancelled(Exception):
-    """The request was cancelled at a denoising step."""
+    """The request was cancelled after ``ran`` of its ``steps`` denoising steps."""
+
+    def __init__(self, ran: int, steps: int) -> None:
+        super().__init__(f"cancelled after {ran} of {steps} denoising steps")
+        self.ran = ran
+        self.steps = steps
 
 
 class ImageGenerator:
@@ -58,7 +63,7 @@ class ImageGenerator:
         self.image2image: Any = None
         self.text2image: Any = None
         path = str(spec.model_path)
-        static = bool(settings.resolution) or spec.device.upper().startswith("NPU")
+        static = bool(settings.resolution) or "NPU" in spec.device.upper()
         for kind in ("InpaintingPipeline", "Image2ImagePipeline", "Text2ImagePipeline"):
             try:
                 pipe = _built(getattr(ov_genai, kind), path, spec, properties, static)
@@ -106,18 +111,18 @@ class ImageGenerator:
             if self.inpainting is None:
                 raise ImageTaskError("this model cannot inpaint: send the edit without a mask")
             pipe, inputs = self.inpainting, (_tensor(request.image), _tensor(request.mask))
-        ran = 0
+        ran = total = 0
         cancelled = False
 
         def callback(step: int, steps: int, latent: Any) -> bool:
-            nonlocal ran, cancelled
-            ran = step + 1
+            nonlocal ran, total, cancelled
+            ran, total = step + 1, steps  # the pipeline counts from 0
             cancelled = on_step(ran, steps, lambda: _encoded(pipe.decode(latent), params))
             return cancelled
 
         result = pipe.generate(params.prompt, *inputs, callback=callback, **kwargs)
-        if cancelled:
-            raise ImageCancelled
+        if cancelled:  # the pipeline stops at once and returns an empty tensor
+            raise ImageCancelled(ran, total)
         return _encoded(result, params), ran
 
     def _arguments(self, params: ImageParams) -> dict[str, Any]:
@@ -142,12 +147,16 @@ class ImageGenerator:
 
 
 def _built(pipeline: Any, path: str, spec: EngineSpec, properties: dict[str, Any], static: bool) -> Any:
-    """A pipeline compiled for the device; reshaped to the settings' static shape first where one
-    is set (NPU needs it)."""
-    if not static:
+    """A pipeline compiled for the device (OVMS's "CPU GPU NPU": text encoder, denoiser and VAE
+    each on its own); reshaped to the settings' static shape first where one is set (NPU needs it)."""
+    devices = spec.device.split()
+    if not static and len(devices) == 1:
         return pipeline(path, spec.device, **properties)
     settings = spec.images
     pipe = pipeline(path)
+    if not static:
+        pipe.compile(*devices, **properties)
+        return pipe
     width, height = settings.resolution[0] if settings.resolution else (512, 512)
     pipe.reshape(
         settings.num_images_per_prompt or 1,
@@ -155,7 +164,7 @@ def _built(pipeline: Any, path: str, spec: EngineSpec, properties: dict[str, Any
         width,
         settings.guidance_scale if settings.guidance_scale is not None else pipe.get_generation_config().guidance_scale,
     )
-    pipe.compile(spec.device, **properties)
+    pipe.compile(*devices, **properties)
     return pipe
 
 

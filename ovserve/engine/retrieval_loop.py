@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +24,6 @@ from ovserve.engine.messages import (
     EngineErrorKind,
     EngineStats,
     Event,
-    Heartbeat,
     ImagePartial,
     ImageRequest,
     ImageResult,
@@ -75,9 +73,11 @@ class RetrievalEngineLoop(LoopBase):
         self._model = pipe
         self._batch_size = spec.retrieval.embeddings_batch_size
         self._outstanding: set[int] = set()  # received and not yet answered (kept by the reader)
-        self._cancelled: set[int] = set()
+        # Cancelled requests, each with the denoising steps its image request had run when the
+        # cancel came (0 for other kinds): the log says how soon after it the pipeline stopped.
+        self._cancelled: dict[int, int] = {}
+        self._steps_done = 0
         self._busy = False
-        self._last_beat = 0.0
 
     def _stats(self) -> EngineStats:
         return serial_stats(len(self._outstanding), busy=self._busy)
@@ -94,7 +94,7 @@ class RetrievalEngineLoop(LoopBase):
                 self._outstanding.add(request_id)
             case CancelRequest(request_id):
                 if request_id in self._outstanding:
-                    self._cancelled.add(request_id)
+                    self._cancelled[request_id] = self._steps_done
                 return False
             case StatsRequest(token):
                 self._send([StatsReply(token, self._stats())])
@@ -212,6 +212,7 @@ class RetrievalEngineLoop(LoopBase):
 
         def on_step(done: int, steps: int, decode: Any) -> bool:
             nonlocal sent
+            self._steps_done = done
             self._beat()
             if request_id in self._cancelled:
                 return True
@@ -220,12 +221,15 @@ class RetrievalEngineLoop(LoopBase):
                 sent += 1
             return request_id in self._cancelled
 
+        self._steps_done = 0
         with self._serving(request_id):
             if self._ended_if_cancelled(request_id):
                 return
             try:
                 images, steps = model.generate(request, on_step)
-            except ImageCancelled:
+            except ImageCancelled as cancelled:
+                came = self._cancelled.get(request_id, 0)
+                log.info("image request %d %s (the cancel came after step %d)", request_id, cancelled, came)
                 self._send([RequestEnded(request_id)])
                 return
             self._send([ImageResult(request_id, images, steps)])
@@ -247,9 +251,9 @@ class RetrievalEngineLoop(LoopBase):
         finally:
             self._busy = False
             self._outstanding.discard(request_id)
-            self._cancelled.discard(request_id)
+            self._cancelled.pop(request_id, None)
             if not self._outstanding:
-                self._send([Heartbeat(self._stats())])
+                self._beat(force=True)
 
     def _ended_if_cancelled(self, request_id: int) -> bool:
         """Whether the request was cancelled, then ended (the engine confirms the cancel)."""
@@ -257,12 +261,6 @@ class RetrievalEngineLoop(LoopBase):
             self._send([RequestEnded(request_id)])
             return True
         return False
-
-    def _beat(self) -> None:
-        now = time.monotonic()
-        if now - self._last_beat >= HEARTBEAT_INTERVAL_S:
-            self._last_beat = now
-            self._send([Heartbeat(self._stats())])
 
 
 def partial_image_step(index: int, wanted: int, steps: int) -> int:
