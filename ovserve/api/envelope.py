@@ -100,7 +100,7 @@ async def read_form(request: web.Request) -> Form:
     ``client_max_size`` bounds ``post()``, files included)."""
     if request.content_type != "multipart/form-data":
         raise UnsupportedMediaTypeError(
-            f"expected 'multipart/form-data' (an audio upload), got '{request.content_type}'"
+            f"expected 'multipart/form-data' (a file upload), got '{request.content_type}'"
         )
     settings = request.app[keys.SETTINGS]
     try:
