@@ -104,6 +104,12 @@ class LoopBase:
         self._last_beat = now
         return Heartbeat(self._stats())
 
+    def _beat(self, *, force: bool = False) -> None:
+        """Send the heartbeat, if one is due (see :meth:`_due_heartbeat`)."""
+        heartbeat = self._due_heartbeat(time.monotonic(), force=force)
+        if heartbeat is not None:
+            self._send([heartbeat])
+
     def _send(self, events: list[Event]) -> None:
         try:
             with self._send_lock:  # the stateful loop sends from its reader thread too

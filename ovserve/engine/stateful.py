@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import numpy as np
@@ -71,9 +70,7 @@ class StatefulEngineLoop(LoopBase):
             # longer than a heartbeat (a generation's tokens are its signs of life).
             for command in self._queued(None if self._pending else HEARTBEAT_INTERVAL_S):
                 self._handle(command)
-            heartbeat = self._due_heartbeat(time.monotonic())
-            if heartbeat is not None:
-                self._send([heartbeat])
+            self._beat()
             if self._pending and self._running:
                 self._generate(self._pending.pop(0))
 
