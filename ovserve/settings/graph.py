@@ -18,7 +18,7 @@ from typing import Any
 
 from google.protobuf import message_factory, text_format
 
-from ovserve.settings.graph_schema import GRAPH_CLASS, PIPELINE_TYPES, POOL, POOLING_TYPES
+from ovserve.settings.graph_schema import GRAPH_CLASS, LORA_LOAD_MODES, PIPELINE_TYPES, POOL, POOLING_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -146,21 +146,35 @@ def _retrieval_settings(graph_path: Path, text: str, task: str, options: Any) ->
         elif option == "voices":
             value = {voice.name: (graph_path.parent / voice.path).resolve() for voice in value}
         elif option == "lora_adapters":
+            _dynamic_adapters_only(graph_path, text, value)
             value = {
-                entry.alias: {"path": (graph_path.parent / entry.path).resolve(), "alpha": _alpha(entry, "alpha")}
+                entry.alias: {"path": (graph_path.parent / entry.path).resolve(), "alpha": _alpha(entry)}
                 for entry in value
             }
         elif option == "composite_lora_adapters":
-            value = {entry.alias: {part.adapter_alias: _alpha(part, "weight") for part in entry.components}
-                     for entry in value}  # fmt: skip
+            value = {entry.alias: {part.adapter_alias: _alpha(part) for part in entry.components} for entry in value}
         settings.values[setting] = value
         settings.places[setting] = f"{graph_path}:{_line_of(text, option)}: field '{option}'"
     return settings
 
 
-def _alpha(entry: Any, name: str) -> float:
-    """A LoRA entry's alpha or weight: OVMS's default 1.0 when the graph omits it."""
-    return float(getattr(entry, name)) if entry.HasField(name) else 1.0
+def _alpha(entry: Any) -> float:
+    """A LoRA adapter's or composite component's alpha: OVMS's default 1.0 when the graph omits it."""
+    return float(entry.alpha) if entry.HasField("alpha") else 1.0
+
+
+def _dynamic_adapters_only(graph_path: Path, text: str, entries: Any) -> None:
+    """ovserve switches adapters per request (OVMS's DYNAMIC, the default); STATIC (NPU: compiled in
+    at a fixed alpha) and FUSE (merged into the base weights) change what the base model is, which
+    ovserve does not serve."""
+    for entry in entries:
+        mode = LORA_LOAD_MODES[entry.mode]
+        if mode != "DYNAMIC":
+            where = f"{graph_path}:{_line_after(text, entry.alias, 'mode:')}"
+            raise GraphError(
+                f"{where}: LoRA adapter '{entry.alias}': mode {mode} is not served by ovserve, which applies "
+                "adapters per request; use mode: DYNAMIC (or leave mode out)"
+            )
 
 
 # Draft options: the draft model's scheduler overrides, and its device.

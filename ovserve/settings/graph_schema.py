@@ -107,6 +107,8 @@ _STT_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
 
 # OVMS's ImageGenCalculatorOptions; "lora_adapters" and "composite_lora_adapters" are repeated
 # messages, added in _build_pool.
+# OVMS's LoraLoadMode, by number: how a LoRA adapter is loaded (DYNAMIC: switched per request).
+LORA_LOAD_MODES = ("DYNAMIC", "STATIC", "FUSE")
 _IMAGE_GEN_OPTIONS_FIELDS: list[tuple[str, int, str]] = [
     ("models_path", 1, "string"),
     ("device", 2, "string"),
@@ -128,7 +130,7 @@ def _field(name: str, number: int, type_name: str, label: int = _OPTIONAL) -> de
     proto = _F(name=name, number=number, label=label)
     if type_name in _TYPES:
         proto.type = _TYPES[type_name]
-    elif type_name.endswith(("PipelineType", "ChatTemplateMode", "Pooling")):
+    elif type_name.endswith(("PipelineType", "ChatTemplateMode", "Pooling", "LoraLoadMode")):
         proto.type = _F.TYPE_ENUM
         proto.type_name = type_name
     else:
@@ -241,9 +243,21 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
         ]
     )
     lora = _message(
-        "LoraAdapterEntry", [_field("alias", 1, "string"), _field("path", 2, "string"), _field("alpha", 3, "float")]
+        "LoraAdapterEntry",
+        [
+            _field("alias", 1, "string"),
+            _field("path", 2, "string"),
+            _field("alpha", 3, "float"),
+            _field("mode", 4, ".mediapipe.LoraLoadMode"),
+        ],
     )
-    component = _message("CompositeLoraComponent", [_field("adapter_alias", 1, "string"), _field("weight", 2, "float")])
+    f.enum_type.append(
+        descriptor_pb2.EnumDescriptorProto(
+            name="LoraLoadMode",
+            value=[descriptor_pb2.EnumValueDescriptorProto(name=n, number=i) for i, n in enumerate(LORA_LOAD_MODES)],
+        )
+    )
+    component = _message("CompositeLoraComponent", [_field("adapter_alias", 1, "string"), _field("alpha", 2, "float")])
     composite = _message(
         "CompositeLoraAdapterEntry",
         [_field("alias", 1, "string"), _field("components", 2, ".mediapipe.CompositeLoraComponent", _REPEATED)],

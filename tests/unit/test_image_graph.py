@@ -72,9 +72,9 @@ def test_graph_limits_static_shapes_and_lora_adapters_are_read(tmp_path: Path) -
           resolution: "512x384 256x256"
           num_images_per_prompt: 1
           guidance_scale: 1.5
-          lora_adapters: {{ alias: "style" path: "{lora}" alpha: 0.7 }}
+          lora_adapters: {{ alias: "style" path: "{lora}" alpha: 0.7 mode: DYNAMIC }}
           lora_adapters {{ alias: "plain" path: "{lora}" }}
-          composite_lora_adapters {{ alias: "mix" components {{ adapter_alias: "style" weight: 0.5 }}
+          composite_lora_adapters {{ alias: "mix" components {{ adapter_alias: "style" alpha: 0.5 }}
                                                  components {{ adapter_alias: "plain" }} }}"""
     (settings,) = models_from_config(_config(tmp_path, options))
     images = settings.images
@@ -103,6 +103,9 @@ def test_graph_limits_static_shapes_and_lora_adapters_are_read(tmp_path: Path) -
         ("          default_num_inference_steps: 60\n          max_num_inference_steps: 50", "default_num_inference"),
         ('          lora_adapters { alias: "gone" path: "missing.safetensors" }', "does not exist"),
         ('          composite_lora_adapters { alias: "mix" components { adapter_alias: "nope" } }', "unknown"),
+        # OVMS's STATIC (NPU) and FUSE modes change the base model; ovserve switches adapters per request.
+        ('          lora_adapters { alias: "baked" path: "x.safetensors" mode: FUSE }', "mode FUSE is not served"),
+        ('          lora_adapters { alias: "npu" path: "x.safetensors" mode: STATIC }', "mode STATIC is not served"),
         ("          num_inference_steps: 4", "num_inference_steps"),  # not an OVMS option: a typo
     ],
 )
