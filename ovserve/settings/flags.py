@@ -3,16 +3,18 @@
 
 ``ovserve.__main__`` builds ``ovserve serve``'s options from :func:`flags`; the schema
 (``ovserve.settings.schema``) marks its fields with the constants here, and :func:`lift_flat` moves
-a setting given by its flat (flag) name into the sub-model that groups it.
+a setting given by its flat (flag) name into the sub-model that groups it. The field types every
+settings model shares are here too (:data:`ExistingFile`, :data:`ExistingDirectory`).
 """
 
 from __future__ import annotations
 
 import typing
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
 # A field marked with this is set by deployment files or by the code, never by a flag.
@@ -23,6 +25,23 @@ REPEATABLE: Final[dict[str, Any]] = {"repeatable": True}
 
 # Every settings model: unknown names refused, fields reachable by their names and OVMS aliases.
 SETTINGS_CONFIG = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+
+def _existing_file(path: Path) -> Path:
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist")
+    return path
+
+
+def _existing_directory(path: Path) -> Path:
+    if not path.is_dir():
+        raise ValueError(f"{path} is not a directory")
+    return path
+
+
+# Paths checked when the settings are read (a model's at its load), not when first used.
+ExistingFile = Annotated[Path, AfterValidator(_existing_file)]
+ExistingDirectory = Annotated[Path, AfterValidator(_existing_directory)]
 
 
 def seconds(default: float, flag: str, description: str) -> Any:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-from ovserve.settings.flags import SETTINGS_CONFIG, seconds
+from ovserve.settings.flags import SETTINGS_CONFIG, ExistingDirectory, seconds
 
 ALL_MEDIA_DOMAINS = "all"
 _HOSTNAME = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?")
@@ -26,7 +25,7 @@ class MediaSettings(BaseModel):
         description="comma-separated hosts image URLs may be fetched from (exact match; 'all' = any; default: none)",
     )
     # Local files are read only from inside this directory (after resolving '..' and symlinks).
-    allowed_local_media_path: Path | None = Field(
+    allowed_local_media_path: ExistingDirectory | None = Field(
         default=None,
         description="directory local image paths and file:// URLs may be read from (default: local files disabled)",
     )
@@ -72,13 +71,6 @@ class MediaSettings(BaseModel):
                     raise ValueError(f"{entry!r} is not a host name or IP address") from None
             domains.append(host)
         return domains
-
-    @field_validator("allowed_local_media_path")
-    @classmethod
-    def _existing_directory(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_dir():
-            raise ValueError(f"{value} is not a directory")
-        return value
 
     @property
     def max_image_bytes(self) -> int:

@@ -29,7 +29,7 @@ from ovserve.engine.speech import alignment_heads
 from ovserve.errors import first_complaint
 from ovserve.json_types import JsonObject
 from ovserve.parsers import PARSER_OFF, REASONING_PARSERS, TOOL_PARSERS
-from ovserve.settings.flags import NOT_A_FLAG, REPEATABLE, SETTINGS_CONFIG, lift_flat
+from ovserve.settings.flags import NOT_A_FLAG, REPEATABLE, SETTINGS_CONFIG, ExistingFile, lift_flat
 from ovserve.settings.graph import GraphError, GraphSettings, ServableEntry
 from ovserve.settings.resources import CACHE_DIR, compile_cache_properties
 
@@ -129,7 +129,7 @@ class ModelSettings(BaseModel):
     )
     # Graph-only: draft_* scheduler options overriding the main model's (see engine_spec).
     draft_scheduler: JsonObject = Field(default_factory=dict, json_schema_extra=NOT_A_FLAG)
-    generation_config_path: Path | None = Field(default=None, json_schema_extra=NOT_A_FLAG)
+    generation_config_path: ExistingFile | None = Field(default=None, json_schema_extra=NOT_A_FLAG)
     # config.json only (ovserve.models.residency): when this model's engine runs. None: the
     # server's --lazy_load / --idle_unload_timeout.
     pinned: bool = Field(default=False, json_schema_extra=NOT_A_FLAG)
@@ -211,13 +211,6 @@ class ModelSettings(BaseModel):
     def _model_directories(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         label = "draft model" if info.field_name == "draft_path" else "model"
         return None if value is None else _model_directory(value, label)
-
-    @field_validator("generation_config_path")
-    @classmethod
-    def _existing_file(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_file():
-            raise ValueError(f"{value} does not exist")
-        return value
 
     @field_validator("draft_scheduler")
     @classmethod
