@@ -14,6 +14,7 @@ import base64
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from ovserve.core.images import ImageJob, prepare_images
 from ovserve.dialects.body import Body
@@ -78,20 +79,22 @@ class ImagesEndpoint:
 
     async def stream(self, call: ImageCall) -> AsyncIterator[Body]:
         job, prefix = call.job, "image_edit" if call.edit else "image_generation"
-        output_format = job.params.output_format
         async for event in job.run():
-            now = int(time.time())
+            # What each event says of its image besides the image itself (validated as the events are built).
+            made: dict[str, Any] = {
+                "created_at": int(time.time()),
+                "size": job.size,
+                "quality": "auto",
+                "background": "opaque",
+                "output_format": job.params.output_format,
+            }
             if isinstance(event, ImagePartial):
                 for image in event.images:
                     yield PartialImageEvent(
                         type=f"{prefix}.partial_image",  # type: ignore[arg-type]
                         b64_json=_base64(image),
-                        created_at=now,
-                        size=job.size,
-                        quality="auto",
-                        background="opaque",
-                        output_format=output_format,  # type: ignore[arg-type]
                         partial_image_index=event.index,
+                        **made,
                     )
                 continue
             self._record(job)
@@ -99,12 +102,8 @@ class ImagesEndpoint:
                 yield CompletedEvent(
                     type=f"{prefix}.completed",  # type: ignore[arg-type]
                     b64_json=_base64(image),
-                    created_at=now,
-                    size=job.size,
-                    quality="auto",
-                    background="opaque",
-                    output_format=output_format,  # type: ignore[arg-type]
                     usage=self._usage(job),
+                    **made,
                 )
 
     def failure_event(self, call: ImageCall, error: OvserveError) -> ImageStreamError:

@@ -53,25 +53,25 @@ class ImagesResponse(Body):
     usage: ImagesUsage
 
 
-class PartialImageEvent(Body):
-    type: Literal["image_generation.partial_image", "image_edit.partial_image"]
+class _ImageEvent(Body):
+    """What every image event of a stream carries: one image, and how it was made."""
+
+    type: str
     b64_json: str
     created_at: int
     size: str
     quality: Literal["auto"]
     background: Literal["opaque"]
     output_format: OutputFormat
+
+
+class PartialImageEvent(_ImageEvent):
+    type: Literal["image_generation.partial_image", "image_edit.partial_image"]
     partial_image_index: int
 
 
-class CompletedEvent(Body):
+class CompletedEvent(_ImageEvent):
     type: Literal["image_generation.completed", "image_edit.completed"]
-    b64_json: str
-    created_at: int
-    size: str
-    quality: Literal["auto"]
-    background: Literal["opaque"]
-    output_format: OutputFormat
     usage: ImagesUsage
 
 
