@@ -106,6 +106,14 @@ def parse_resolution(value: Any) -> Any:
     return sizes
 
 
+def parse_named_files(value: str, name: str) -> dict[str, str]:
+    """A flag's ``NAME=FILE,NAME=FILE`` (``name`` says what the names are in its complaint)."""
+    pairs = [item.strip() for item in value.split(",") if item.strip()]
+    if any("=" not in pair for pair in pairs):
+        raise ValueError(f"expected {name}=FILE[,{name}=FILE...], got {value!r}")
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
 class LoraAdapter(BaseModel):
     """One LoRA adapter of an image model (OVMS's ``lora_adapters`` entry): its safetensors file
     and the alpha it is applied with unless a request's ``lora_alphas`` says otherwise."""
@@ -171,10 +179,7 @@ class ImageSettings(BaseModel):
     @classmethod
     def _adapter_list(cls, value: Any) -> Any:
         if isinstance(value, str):  # the flag: ALIAS=FILE,ALIAS=FILE
-            pairs = [item.strip() for item in value.split(",") if item.strip()]
-            if any("=" not in pair for pair in pairs):
-                raise ValueError(f"expected ALIAS=FILE[,ALIAS=FILE...], got {value!r}")
-            return {alias: {"path": path} for alias, path in (pair.split("=", 1) for pair in pairs)}
+            return {alias: {"path": path} for alias, path in parse_named_files(value, "ALIAS").items()}
         return value
 
     @model_validator(mode="after")

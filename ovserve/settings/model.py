@@ -24,6 +24,7 @@ from ovserve.engine.spec import (
     PipelineKind,
     RetrievalSettings,
     SchedulerSettings,
+    parse_named_files,
 )
 from ovserve.engine.speech import alignment_heads
 from ovserve.errors import first_complaint
@@ -172,10 +173,7 @@ class ModelSettings(BaseModel):
     @classmethod
     def _voice_list(cls, value: Any) -> Any:
         if isinstance(value, str):  # the flag: NAME=FILE,NAME=FILE
-            pairs = [item.strip() for item in value.split(",") if item.strip()]
-            if any("=" not in pair for pair in pairs):
-                raise ValueError(f"expected NAME=FILE[,NAME=FILE...], got {value!r}")
-            return dict(pair.split("=", 1) for pair in pairs)
+            return parse_named_files(value, "NAME")
         return value
 
     @field_validator("voices")
