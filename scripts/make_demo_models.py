@@ -24,16 +24,22 @@ Output layout (``OUT_DIR``)::
                                  (encoder + decoder IRs): speech to text, served by WhisperPipeline
     tiny-speecht5/               SpeechT5, hidden 64, + HiFi-GAN vocoder, fp16 IR, voices/{alloy,echo}.bin
                                  (speaker embeddings): text to speech, served by Text2SpeechPipeline
+    tiny-image/                  Stable Diffusion 1.5 shape (CLIP text encoder hidden 32, UNet 32/64 channels,
+                                 VAE scale factor 8), fp16 IR in diffusers' layout (model_index.json, unet/,
+                                 vae_{en,de}coder/, text_encoder/, tokenizer/, scheduler/), graph.pbtxt
+                                 (OVMS's ImageGenCalculator) and loras/tiny-style.safetensors: text to image,
+                                 image to image and inpainting
     bench-whisper-tiny/          Whisper at openai/whisper-tiny's size (d_model 384, 4+4 layers, 51,865 tokens),
                                  fp32 IR, plus its transformers checkpoint in transformers/ (only with
                                  --benchmark_speech): scripts/bench_audio.py
 
 Every model directory holds ``openvino_model.{xml,bin}`` (tiny-vlm: the language, text-embeddings
 and vision-embeddings IRs plus ``preprocessor_config.json``), ``openvino_{de,}tokenizer.{xml,bin}``,
-``config.json``, ``generation_config.json``, the HF tokenizer files and, written last, the marker
-``.ovserve-demo-complete``. A directory without a matching marker is rebuilt. Builds happen in a
-scratch directory inside ``OUT_DIR`` and are renamed into place, so a killed run never leaves a
-half-written model that looks complete.
+``config.json``, ``generation_config.json``, the HF tokenizer files (tiny-image: diffusers' layout,
+see ``scripts/demo_models/image.py``) and, written last, the marker ``.ovserve-demo-complete``. A
+directory without a matching marker is rebuilt. Builds happen in a scratch directory inside
+``OUT_DIR`` and are renamed into place, so a killed run never leaves a half-written model that looks
+complete.
 
 Everything is seeded, so the same library versions produce the same files, except for the retrieval
 models' WordPiece vocabulary (see ``scripts/demo_models/tokenizer.py``). This file
@@ -57,6 +63,7 @@ if __package__ in (None, ""):  # run as `python scripts/make_demo_models.py`: ma
 
 from scripts.demo_models.build import DemoModel, build
 from scripts.demo_models.common import log
+from scripts.demo_models.image import TINY_IMAGE, TINY_IMAGE_LORA, TINY_IMAGE_SPEC, with_lora
 from scripts.demo_models.llm import BENCH_MODEL, BENCH_SPEC, TINY_DRAFT_SPEC, TINY_LLM_SPEC
 from scripts.demo_models.retrieval import (
     BENCH_EMBED,
@@ -87,6 +94,9 @@ __all__ = [
     "BENCH_WHISPER",
     "TINY_DRAFT_SPEC",
     "TINY_EMBED_SPEC",
+    "TINY_IMAGE",
+    "TINY_IMAGE_LORA",
+    "TINY_IMAGE_SPEC",
     "TINY_LLM_LONG_SPEC",
     "TINY_LLM_SPEC",
     "TINY_RERANK_SPEC",
@@ -101,6 +111,7 @@ __all__ = [
     "build_benchmark_whisper",
     "build_checkpoint",
     "build_demo_models",
+    "build_image_models",
     "build_retrieval_checkpoint",
     "build_retrieval_models",
     "build_tokenizer",
@@ -112,6 +123,7 @@ __all__ = [
 DEMO_SPECS: list[DemoModel] = [TINY_LLM_SPEC, TINY_DRAFT_SPEC, TINY_VLM_SPEC]
 RETRIEVAL_SPECS: list[DemoModel] = [TINY_EMBED_SPEC, TINY_RERANK_SPEC]
 SPEECH_SPECS: list[DemoModel] = [TINY_WHISPER_SPEC, TINY_SPEECHT5_SPEC]
+IMAGE_SPECS: list[DemoModel] = [TINY_IMAGE_SPEC]
 
 
 def build_checkpoint(model: DemoModel, tokenizer_dir: Path, hf_dir: Path) -> Path:
@@ -164,6 +176,12 @@ def build_speech_models(out_dir: Path, force: bool = False) -> dict[str, Path]:
     return build(SPEECH_SPECS, out_dir, force)
 
 
+def build_image_models(out_dir: Path, force: bool = False) -> dict[str, Path]:
+    """Build (or reuse) ``tiny-image`` in ``out_dir``; returns name -> path: tiny-image's directory and,
+    as ``tiny-image-lora``, its LoRA adapter file (``loras/tiny-style.safetensors`` inside it)."""
+    return with_lora(build(IMAGE_SPECS, out_dir, force))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("out_dir", type=Path, help="directory to create the model directories in")
@@ -190,9 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     specs = [*DEMO_SPECS, *([BENCH_SPEC] if args.benchmark else []), *([BENCH_VLM_SPEC] if args.benchmark_vlm else [])]
     specs += [*RETRIEVAL_SPECS, *([BENCH_EMBED_SPEC, BENCH_RERANK_SPEC] if args.benchmark else [])]
     specs += [*SPEECH_SPECS, *([BENCH_WHISPER_SPEC] if args.benchmark_speech else [])]
+    specs += IMAGE_SPECS
     # One build, so each tokenizer is trained once for all models.
     built = build(specs, args.out_dir, force=args.force)
     built.update(_variants(built, args.out_dir, args.force))
+    built = with_lora(built)
     for name, path in built.items():
         log(f"{name}: {path}")
     log(f"total {time.monotonic() - started:.1f} s")

@@ -1,6 +1,7 @@
 """Build a list of demo models into OUT_DIR: reuse the complete ones, build the others atomically.
 
-Contract with a model kind (``DemoModel``, met by the specs of llm.py, vlm.py and retrieval.py):
+Contract with a model kind (``DemoModel``, met by the specs of llm.py, vlm.py, retrieval.py, speech.py
+and image.py):
 ``tokenizer`` picks its tokenizer from the build's ``Tokenizers``; ``checkpoint`` saves a seeded
 random Hugging Face checkpoint (what a user downloads from the Hub) into ``hf_dir``; ``task`` and
 ``weight_format`` say how ``common.export`` exports it; ``finalize`` fixes up and checks the export
@@ -83,12 +84,21 @@ def _build_one(model: DemoModel, out_dir: Path, scratch: Path, tokenizer_dir: Pa
     started = time.monotonic()
     hf_dir = scratch / "hf" / model.name
     ov_dir = scratch / "ov" / model.name
-    with quiet_export(scratch):
+    # A kind may mute its own library's noise too (the image model: diffusers' logger and progress bars).
+    with quiet_export(scratch), getattr(model, "quiet", contextlib.nullcontext)():
         log(f"{model.name}: creating random checkpoint")
         model.checkpoint(tokenizer_dir, hf_dir)
         log(f"{model.name}: exporting to OpenVINO ({model.weight_format})")
-        # A kind may need optimum's --model-kwargs (SpeechT5: its vocoder, saved by checkpoint()).
-        export(hf_dir, ov_dir, model.task, model.weight_format, getattr(model, "model_kwargs", lambda _: None)(hf_dir))
+        # A kind may need optimum's --model-kwargs (SpeechT5: its vocoder, saved by checkpoint()) or
+        # another library than transformers (the image model: a diffusers pipeline).
+        export(
+            hf_dir,
+            ov_dir,
+            model.task,
+            model.weight_format,
+            getattr(model, "model_kwargs", lambda _: None)(hf_dir),
+            getattr(model, "library_name", "transformers"),
+        )
     model.finalize(tokenizer_dir, hf_dir, ov_dir)
     (ov_dir / MARKER_NAME).write_text(model.version + "\n", encoding="utf-8")
 

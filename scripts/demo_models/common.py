@@ -71,10 +71,16 @@ def quiet_export(scratch: Path) -> Iterator[None]:
 
 
 def export(
-    hf_dir: Path, ov_dir: Path, task: str, weight_format: str, model_kwargs: dict[str, Any] | None = None
+    hf_dir: Path,
+    ov_dir: Path,
+    task: str,
+    weight_format: str,
+    model_kwargs: dict[str, Any] | None = None,
+    library_name: str = "transformers",
 ) -> None:
     """Export the checkpoint ``hf_dir`` to OpenVINO IR plus tokenizer IRs in ``ov_dir`` (``model_kwargs``:
-    optimum's ``--model-kwargs``, e.g. SpeechT5's vocoder)."""
+    optimum's ``--model-kwargs``, e.g. SpeechT5's vocoder; ``library_name``: "diffusers" for a diffusers
+    pipeline saved with ``save_pretrained``)."""
     from optimum.exporters.openvino import main_export
     from optimum.intel import OVConfig
 
@@ -83,7 +89,7 @@ def export(
         "output": ov_dir,
         "task": task,
         "convert_tokenizer": True,
-        "library_name": "transformers",
+        "library_name": library_name,
         "local_files_only": True,
     }
     if model_kwargs:

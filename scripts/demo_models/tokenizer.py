@@ -11,6 +11,8 @@ so the retrieval models of two builds tokenize, and therefore embed and score, d
   the language models. ``build_vlm_tokenizer`` adds LLaVA's ``<image>`` to it, keeping every other id.
 - ``build_wordpiece_tokenizer``: lower-casing WordPiece with BERT's specials and the single/pair
   templates a cross-encoder needs, for the retrieval models.
+- ``build_clip_tokenizer``: CLIP's lower-casing BPE (words end in ``</w>``) with CLIP's vocabulary
+  layout, for the image model's text encoder.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ PAD_TOKEN = "<|endoftext|>"
 # trained vocab size) so every other id matches tiny-llm's tokenizer.
 IMAGE_TOKEN = "<image>"
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# CLIP's merges are learned on less text: a tiny text encoder needs no more, and it trains in ~1 s.
+CLIP_VOCAB_SIZE = 1500
+CLIP_CORPUS_CHARS = 400_000
+# CLIP's text encoder has 77 positions; the image pipelines pad and cut every prompt to this.
+CLIP_MAX_LENGTH = 77
 
 # Qwen2.5's template (system default, <tools> block, <tool_call> JSON, <tool_response> grouped
 # into one user turn), kept to the Jinja subset that both HF transformers and the minja engine of
@@ -244,6 +251,61 @@ def build_wordpiece_tokenizer(out_dir: Path) -> Path:
     return out_dir
 
 
+def build_clip_tokenizer(out_dir: Path) -> Path:
+    """A ``CLIPTokenizer``: CLIP's normalizer, pre-tokenizer and ``</w>`` word ends around merges
+    trained on the stdlib sources, in CLIP's vocabulary layout: the 256 byte symbols, the same
+    with ``</w>``, a token per merge, then ``<|startoftext|>`` and ``<|endoftext|>``.
+
+    The layout matters beyond HF: with every byte symbol in the vocabulary (both forms), no input
+    falls back to the unknown token, which the openvino_tokenizers BPE would fail on (an emoji or
+    CJK prompt raised ``ragged_offset < outputs[2].get_size()`` with a trained-only vocabulary).
+    """
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import CLIPTokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    started = time.monotonic()
+    backend = Tokenizer(models.BPE(end_of_word_suffix="</w>"))
+    # CLIP's pipeline as transformers' CLIPTokenizer builds it, so the merges fit the tokenizer that uses them.
+    backend.normalizer = normalizers.Sequence(
+        [normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()]
+    )
+    words = r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(words), behavior="removed", invert=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=CLIP_VOCAB_SIZE,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        end_of_word_suffix="</w>",
+        min_frequency=2,
+        show_progress=False,
+    )
+    corpus, total = [], 0
+    for text in _corpus():
+        corpus.append(text)
+        total += len(text)
+        if total >= CLIP_CORPUS_CHARS:
+            break
+    backend.train_from_iterator(corpus, trainer)
+    # Pairs, not "a b" strings: the tokenizers BPE that CLIPTokenizer builds takes only pairs
+    # (its annotation says list[str]).
+    merges: Any = [tuple(pair) for pair in json.loads(backend.to_str())["model"]["merges"]]
+    symbols = list(bytes_to_unicode().values())
+    vocab: dict[str, int] = {}
+    for token in [*symbols, *(symbol + "</w>" for symbol in symbols), *("".join(pair) for pair in merges)]:
+        vocab.setdefault(token, len(vocab))
+    vocab.setdefault("<|startoftext|>", len(vocab))
+    vocab.setdefault("<|endoftext|>", len(vocab))
+    tokenizer = CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=CLIP_MAX_LENGTH)
+    tokenizer.save_pretrained(str(out_dir))
+    log(f"CLIP tokenizer: vocab {len(vocab)} trained in {time.monotonic() - started:.1f} s")
+    return out_dir
+
+
 class Tokenizers:
     """The tokenizers of one build, each trained on first use into ``scratch`` and reused after."""
 
@@ -279,3 +341,7 @@ class Tokenizers:
         from scripts.demo_models.speech_tokenizers import build_char_sentencepiece
 
         return build_char_sentencepiece(self._scratch / "tokenizer-speecht5")
+
+    @functools.cached_property
+    def clip(self) -> Path:
+        return build_clip_tokenizer(self._scratch / "tokenizer-clip")
