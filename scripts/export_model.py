@@ -1,6 +1,7 @@
 """Export a Hugging Face model to an OVMS model repository that ``ovserve serve --config_path`` serves.
 
-Takes OVMS's ``export_model.py`` arguments (``text_generation`` subcommand) and runs the same code as
+Takes OVMS's ``export_model.py`` arguments (subcommands ``text_generation``, ``embeddings_ov``,
+``rerank_ov``, ``speech2text``, ``text2speech``, ``image_generation``) and runs the same code as
 ``ovserve export``; see ``ovserve/export/``. Example::
 
     python scripts/export_model.py text_generation --source_model Qwen/Qwen2.5-0.5B-Instruct \\

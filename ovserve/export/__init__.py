@@ -3,7 +3,7 @@
 ``ovserve export text_generation ...`` and ``scripts/export_model.py text_generation ...`` run this
 package (``text_generation``: see :mod:`ovserve.export.text`; ``embeddings_ov`` / ``rerank_ov``,
 aliases ``embeddings`` / ``rerank``: :mod:`ovserve.export.retrieval`; ``speech2text`` /
-``text2speech``: :mod:`ovserve.export.speech`).
+``text2speech``: :mod:`ovserve.export.speech`; ``image_generation``: :mod:`ovserve.export.images`).
 It takes OVMS's ``export_model.py`` argument names and writes what that script writes, so the
 repository serves unchanged with ``ovserve serve --config_path`` or with OVMS::
 
@@ -37,7 +37,7 @@ torch, transformers and optimum-intel are export-time extras (``pip install ovse
 they are imported only once the cheap checks have passed.
 
 One driver runs every task's steps (``driver``: :func:`~ovserve.export.driver.export`); each task
-is a set of options of it (``text``, ``retrieval``, ``speech``: their arguments, the plan decided
+is a set of options of it (``text``, ``retrieval``, ``speech``, ``images``: their arguments, the plan decided
 from them, and what they add to a step). One module a step, each stating what it takes, guarantees
 and raises:
 
@@ -56,6 +56,7 @@ import sys
 import traceback
 
 from ovserve.export.driver import Options, Plan, export
+from ovserve.export.images import add_image_arguments
 from ovserve.export.report import ExportError
 from ovserve.export.repository import GraphOptions, add_servable, render_graph
 from ovserve.export.retrieval import add_retrieval_arguments
@@ -81,12 +82,13 @@ __all__ = [
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     """Every export subcommand: ``text_generation``, ``embeddings_ov`` (``embeddings``), ``rerank_ov``
-    (``rerank``), ``speech2text`` (``speech_to_text``), ``text2speech`` (``text_to_speech``); each
-    sets ``plan_from_args``, its task's planner."""
+    (``rerank``), ``speech2text`` (``speech_to_text``), ``text2speech`` (``text_to_speech``),
+    ``image_generation``; each sets ``plan_from_args``, its task's planner."""
     tasks = parser.add_subparsers(dest="task", required=True)
     add_text_arguments(tasks)
     add_retrieval_arguments(tasks)
     add_speech_arguments(tasks)
+    add_image_arguments(tasks)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -149,9 +149,11 @@ def export_ir(
     compression: Any,
     label: str,
     model_kwargs: dict[str, Any] | None = None,
+    library_name: str = "transformers",
 ) -> None:
     """optimum-cli export openvino --weight-format F PARAMS --trust-remote-code [--model-kwargs JSON],
-    in-process (``model_kwargs``: SpeechT5's ``{"vocoder": ...}``)."""
+    in-process (``model_kwargs``: SpeechT5's ``{"vocoder": ...}``); a diffusers pipeline
+    (``library_name`` "diffusers") without --trust-remote-code, as OVMS's script exports it."""
     from optimum.exporters.openvino import main_export
     from optimum.exporters.openvino.__main__ import _main_quantize
     from optimum.intel import OVConfig
@@ -161,9 +163,10 @@ def export_ir(
     common: dict[str, Any] = {
         "model_name_or_path": source.model_name_or_path,
         "task": task,
-        "library_name": "transformers",
-        # As OVMS's export_model.py: models such as phi3_v or internvl ship their own code.
-        "trust_remote_code": True,
+        "library_name": library_name,
+        # As OVMS's export_model.py: models such as phi3_v or internvl ship their own code (its
+        # image export passes no --trust-remote-code: a diffusers pipeline runs no code of its own).
+        "trust_remote_code": library_name == "transformers",
     }
     if model_kwargs:
         common["model_kwargs"] = model_kwargs

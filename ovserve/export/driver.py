@@ -3,13 +3,18 @@
 A :class:`Plan` is what the command line decided (source, name, repository, weight format,
 compression options) plus the :class:`Options` of one kind of model: text generation
 (``ovserve.export.text``), embeddings and rerank (``ovserve.export.retrieval``), speech
-(``ovserve.export.speech``). :func:`export` runs the steps, each printed as it starts:
+(``ovserve.export.speech``), image generation (``ovserve.export.images``). :func:`export` runs the
+steps, each printed as it starts:
 
 1. the model directory is free (or ``--overwrite_models``) and ``config.json`` usable;
-2. the source resolved, not overlapping the target; ``Options.check_checkpoint`` (its kind), its
-   tokenizer; ``Options.other_checkpoints`` (a draft, a vocoder); the disk can hold the result;
-3. ``Options.optimum_task``; the compression config; conversion with optimum-intel into a staging
-   directory next to the target (``Options.model_kwargs``, then ``Options.convert_more``: a draft);
+2. the source resolved, not overlapping the target; its config (``Options.read_config``: a
+   diffusers pipeline's ``model_index.json``), ``Options.check_checkpoint`` (its kind), its tokenizer
+   (``Options.check_tokenizer``); ``Options.other_checkpoints`` (a draft, a vocoder); the disk can
+   hold the result;
+3. ``Options.optimum_task``; the compression config; conversion with optimum-intel
+   (``Options.library_name``) into a staging directory next to the target (``Options.model_kwargs``,
+   then ``Options.finalize``: the files the server needs besides the IR, then
+   ``Options.convert_more``: a draft);
 4. ``Options.add_files`` (a voice), ``graph.pbtxt`` (``Options.render_graph``), read back as
    ``ovserve serve --config_path`` reads it, and ``Options.check``: the pipeline it describes built
    on CPU and run once;
@@ -26,7 +31,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ovserve.export.arguments import check_model_name, check_source, compression_params, default_name
 from ovserve.export.conversion import export_environment, export_ir, finalize_export, quantization_config
@@ -48,7 +53,23 @@ Checkpoint = tuple[Source, JsonObject]
 
 
 class Options:
-    """What one kind of model adds to the export's steps; each hook's default adds nothing."""
+    """What one kind of model adds to the export's steps; each hook's default is a transformers model's."""
+
+    # optimum-intel's library for the checkpoint ("diffusers" for an image pipeline).
+    library_name: ClassVar[str] = "transformers"
+
+    def read_config(self, source: Source) -> JsonObject:
+        """The checkpoint's configuration (a transformers model's config.json)."""
+        return source.config()
+
+    def check_tokenizer(self, source: Source) -> None:
+        """Refuse a checkpoint without the tokenizer the server needs (one at its root)."""
+        check_tokenizer(source)
+
+    def finalize(self, source: Source, staged: Path, task: str) -> None:
+        """Complete the converted model with what the server needs besides the IR (the checkpoint's
+        own tokenizer and generation files) and check it is there."""
+        finalize_export(source, staged, task)
 
     def check_checkpoint(self, source: Source, config: JsonObject) -> None:
         """Refuse a checkpoint this kind of model cannot be exported from (before its tokenizer is checked)."""
@@ -131,9 +152,9 @@ def export(plan: Plan[OptionsT]) -> None:
     source = resolve_source(plan.source)
     stage(f"source: {source.describe()}")
     check_not_overlapping(source.local_dir, target)
-    config = source.config()
+    config = options.read_config(source)
     options.check_checkpoint(source, config)
-    check_tokenizer(source)
+    options.check_tokenizer(source)
     others = options.other_checkpoints(target)
     check_disk(target, plan.weight_format, [(source, config), *others])
 
@@ -144,8 +165,10 @@ def export(plan: Plan[OptionsT]) -> None:
         staged = staging / "model"
         with export_environment(staging):
             model_kwargs = options.model_kwargs(others)
-            export_ir(source, staged, task, plan.weight_format, compression, "model", model_kwargs)
-            finalize_export(source, staged, task)
+            export_ir(
+                source, staged, task, plan.weight_format, compression, "model", model_kwargs, options.library_name
+            )
+            options.finalize(source, staged, task)
             options.convert_more(staged, plan.weight_format, others)
         options.add_files(staged)
         # The graph goes into the staging directory first: the check builds what the server will

@@ -155,9 +155,23 @@ def resolve_source(source: str) -> Source:
 
 
 def _weights_bytes(files: dict[str, int]) -> int:
+    """The weights optimum reads: a transformers checkpoint's at its root; a diffusers pipeline's
+    (``model_index.json`` at its root) in its component folders, without the variants diffusers
+    loads only when asked (``x.fp16.safetensors``) or the single-file checkpoints some keep at the root."""
+    if "model_index.json" not in files:
+        return _folder_weights({name: size for name, size in files.items() if "/" not in name})
+    components: dict[str, dict[str, int]] = {}
+    for name, size in files.items():
+        folder, sep, base = name.partition("/")
+        if sep and "/" not in base and base.count(".") == 1:
+            components.setdefault(folder, {})[base] = size
+    return sum(_folder_weights(component) for component in components.values())
+
+
+def _folder_weights(files: dict[str, int]) -> int:
     # optimum loads safetensors when present, else the PyTorch pickles; never both.
     for suffixes in ((".safetensors",), WEIGHT_SUFFIXES[1:]):
-        total = sum(size for name, size in files.items() if "/" not in name and name.endswith(suffixes))
+        total = sum(size for name, size in files.items() if name.endswith(suffixes))
         if total:
             return total
     return 0
