@@ -22,6 +22,7 @@ import asyncio
 import dataclasses
 import json
 import math
+import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,7 +147,8 @@ async def prepare_images(model: ServedModel, ask: ImageAsk, *, edit: bool) -> Im
         negative_prompt_2=ask.negative_prompt_2,
         negative_prompt_3=ask.negative_prompt_3,
         guidance_scale=ask.guidance_scale,
-        rng_seed=ask.rng_seed,
+        # openvino_genai's default seed is 42: every unseeded request would draw the same image.
+        rng_seed=ask.rng_seed if ask.rng_seed is not None else random.getrandbits(32),
         strength=ask.strength,
         max_sequence_length=ask.max_sequence_length,
         adapters=_adapters(model, ask),
@@ -157,6 +159,7 @@ async def prepare_images(model: ServedModel, ask: ImageAsk, *, edit: bool) -> Im
     if ask.size is not None or ask.image is None:
         check_size(model, width, height, param="size")
     _check_limits(model, params)
+    _check_pipeline(model, params, edit=edit)
     check_work(model, params)
     model.check_available()  # a model unloaded on purpose passes: the request's lease loads it
     # The text encoder reads at most its context: a longer prompt is cut there, and counts as much.
@@ -203,6 +206,28 @@ def _check_limits(model: ServedModel, params: ImageParams) -> None:
     if settings.guidance_scale is not None and params.guidance_scale not in (None, settings.guidance_scale):
         raise BadRequestError(
             f"model '{model.name}' is compiled for guidance_scale {settings.guidance_scale:g}", param="guidance_scale"
+        )
+
+
+# openvino_genai's image-to-image and inpainting default (what an edit without 'strength' runs with).
+DEFAULT_STRENGTH = 0.8
+
+
+def _check_pipeline(model: ServedModel, params: ImageParams, *, edit: bool) -> None:
+    """What the model's pipeline would fail on (a 500) rather than refuse: refused here as the 400
+    it is."""
+    negatives = ("negative_prompt", "negative_prompt_2", "negative_prompt_3")
+    asked = next((name for name in negatives if getattr(params, name) is not None), None)
+    if asked is not None and pipeline_class(model.spec.model_path).startswith("LatentConsistency"):
+        raise BadRequestError(
+            f"model '{model.name}' is a latent-consistency model, which takes no negative prompt", param=asked
+        )
+    strength = params.strength if params.strength is not None else DEFAULT_STRENGTH
+    if edit and int(params.steps * strength) < 1:
+        raise BadRequestError(
+            f"an edit runs strength x num_inference_steps denoising steps: {strength:g} x {params.steps} is none; "
+            "ask more steps or a higher strength",
+            param="strength",
         )
 
 
@@ -256,6 +281,16 @@ def _config(model_path: Path, folder: str) -> dict[str, object]:
     except (OSError, ValueError):
         return {}
     return config if isinstance(config, dict) else {}
+
+
+def pipeline_class(model_path: Path) -> str:
+    """The diffusers pipeline the export came from (``model_index.json``'s ``_class_name``)."""
+    try:
+        index = json.loads((model_path / "model_index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    name = index.get("_class_name") if isinstance(index, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 def vae_scale_factor(model_path: Path) -> int:

@@ -113,16 +113,25 @@ class ImageGenerator:
             pipe, inputs = self.inpainting, (_tensor(request.image), _tensor(request.mask))
         ran = total = 0
         cancelled = False
+        failure: Exception | None = None
 
         def callback(step: int, steps: int, latent: Any) -> bool:
-            nonlocal ran, total, cancelled
+            # Runs on a native thread of the pipeline, where an exception that escapes terminates
+            # the process (std::terminate): a failure here stops the request and is raised after.
+            nonlocal ran, total, cancelled, failure
             ran, total = step + 1, steps  # the pipeline counts from 0
-            cancelled = on_step(ran, steps, lambda: _encoded(pipe.decode(latent), params))
+            try:
+                cancelled = on_step(ran, steps, lambda: _encoded(pipe.decode(latent), params))
+            except Exception as exc:
+                failure, cancelled = exc, True
             return cancelled
 
         result = pipe.generate(params.prompt, *inputs, callback=callback, **kwargs)
+        if failure is not None:
+            raise failure
         if cancelled:  # the pipeline stops at once and returns an empty tensor
             raise ImageCancelled(ran, total)
+        # Encoded at once: the result shares the VAE's output buffer, which the next call overwrites.
         return _encoded(result, params), ran
 
     def _arguments(self, params: ImageParams) -> dict[str, Any]:
