@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install, build the offline demo models if absent, and serve tiny-llm on port ${PORT:-8000}.
+# Install, build the offline demo models if absent, and serve tiny-llm and tiny-image on port ${PORT:-8000}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -8,7 +8,16 @@ bash scripts/setup.sh
 export HF_HUB_OFFLINE=1
 python scripts/make_demo_models.py models
 PORT=${PORT:-8000}
-ovserve serve --model_path models/tiny-llm --model_name tiny-llm --port "$PORT" &
+# One OVMS config.json: tiny-llm through a minimal LLM graph, tiny-image through its own (OVMS's) graph.
+mkdir -p models/demo/tiny-llm
+cat > models/demo/tiny-llm/graph.pbtxt <<'PBTXT'
+node: { calculator: "HttpLLMCalculator"
+  node_options: { [type.googleapis.com / mediapipe.LLMCalculatorOptions]: { models_path: "../../tiny-llm" enable_prefix_caching: true } } }
+PBTXT
+cat > models/demo/config.json <<'JSON'
+{"mediapipe_config_list": [{"name": "tiny-llm", "base_path": "tiny-llm"}, {"name": "tiny-image", "base_path": "../tiny-image"}]}
+JSON
+ovserve serve --config_path models/demo/config.json --port "$PORT" &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' INT TERM EXIT
 until curl -sf "http://localhost:$PORT/v2/health/ready" >/dev/null; do
@@ -17,7 +26,8 @@ until curl -sf "http://localhost:$PORT/v2/health/ready" >/dev/null; do
 done
 cat <<TXT
 
-ovserve is serving the demo model 'tiny-llm' (random weights: the text is gibberish, the protocol is real).
+ovserve is serving the demo models 'tiny-llm' and 'tiny-image' (random weights: the text is gibberish and the
+pictures are noise; the protocol is real).
 
   curl http://localhost:$PORT/v3/chat/completions -H "Content-Type: application/json" \\
     -d '{"model": "tiny-llm", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 30}'
@@ -29,6 +39,19 @@ for chunk in client.chat.completions.create(model="tiny-llm", messages=[{"role":
                                             max_tokens=30, stream=True, extra_body={"top_k": 1}):
     print(chunk.choices[0].delta.content or "", end="", flush=True)
 print()
+PY
+
+  curl http://localhost:$PORT/v3/images/generations -H "Content-Type: application/json" \\
+    -d '{"model": "tiny-image", "prompt": "a red lighthouse", "size": "256x256"}' | head -c 200; echo
+
+  .venv/bin/python - <<'PY'
+import base64
+from openai import OpenAI
+client = OpenAI(base_url="http://localhost:$PORT/v3", api_key="unused")
+answer = client.images.generate(model="tiny-image", prompt="a red lighthouse", size="256x256",
+                                extra_body={"num_inference_steps": 4, "rng_seed": 7})
+open("lighthouse.png", "wb").write(base64.b64decode(answer.data[0].b64_json))
+print("wrote lighthouse.png", answer.usage)
 PY
 
 Press Ctrl+C to stop.
