@@ -86,7 +86,8 @@ class EngineClient(EngineRequests):
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__()
-        self._clock = clock  # the stall watchdog's (ovserve.clock): a test's clock moves by hand
+        # The watchdog's and the restart delays' (ovserve.clock): a test's clock moves by hand.
+        self._clock = clock
         self.spec = spec
         self.state = EngineState.STOPPED
         # Processes launched to replace a dead or stalled one, or after a failed start (each attempt
@@ -126,7 +127,7 @@ class EngineClient(EngineRequests):
                 return
             except RuntimeError as exc:
                 self._on_failed_start(exc)
-            await self._restarts.wait()
+            await self._restarts.wait(self._clock)
 
     async def load_once(self) -> None:
         """One start, for a load on demand: returns once the engine is ready; a start that fails
@@ -140,7 +141,7 @@ class EngineClient(EngineRequests):
 
     def backoff_remaining(self) -> float:
         """Seconds before a failed model may be tried again (0 when it may be tried now)."""
-        return self._restarts.remaining(time.monotonic()) if self.state is EngineState.FAILED else 0.0
+        return self._restarts.remaining(self._clock.monotonic()) if self.state is EngineState.FAILED else 0.0
 
     @property
     def load_seconds(self) -> float:
@@ -150,7 +151,7 @@ class EngineClient(EngineRequests):
     def _on_failed_start(self, exc: RuntimeError) -> None:
         self.start_failures += 1
         self.state = EngineState.FAILED
-        delay = self._restarts.start_failed(time.monotonic())
+        delay = self._restarts.start_failed(self._clock.monotonic())
         reason = " ".join(str(exc).split())  # OpenVINO's messages span lines: one log line per attempt
         self.last_failure = reason
         log.error(
@@ -185,8 +186,7 @@ class EngineClient(EngineRequests):
             self._stop_process()
             raise
         self.state = EngineState.READY
-        ready_at = time.monotonic()
-        self._restarts.became_ready(started, ready_at)
+        self._restarts.became_ready(time.monotonic() - started, self._clock.monotonic())
         self._stall_watch.restart(self._clock.monotonic())
         if self._watchdog is None:
             self._watchdog = loop.create_task(self._watch(), name=f"watchdog-{self.spec.name}")
@@ -300,7 +300,7 @@ class EngineClient(EngineRequests):
         log.error(
             "engine process of %r died (pid %s, exit code %s, %.0f s after it was ready); failing %d in-flight "
             "request(s) and restarting it",
-            self.spec.name, self.pid, exitcode, self._restarts.ready_for(time.monotonic()), len(self._streams),
+            self.spec.name, self.pid, exitcode, self._restarts.ready_for(self._clock.monotonic()), len(self._streams),
         )  # fmt: skip
         self._replace("the engine process died while serving this request; retry the request", code="engine_died")
 
@@ -308,7 +308,7 @@ class EngineClient(EngineRequests):
         """Fail every request in flight with a retryable 503 and start a new engine process, at
         once if this one had served a while, else after the delay of a failed start."""
         self.state = EngineState.RESTARTING  # readiness turns 503 now
-        self._restarts.engine_lost(time.monotonic())
+        self._restarts.engine_lost(self._clock.monotonic())
         self.fail_all(ServiceUnavailableError(message, code=code, retry_after=self.retry_after()))
         self._stop_process()
         self._restart_task = asyncio.get_running_loop().create_task(self._restart())
@@ -340,12 +340,12 @@ class EngineClient(EngineRequests):
     async def _restart(self) -> None:
         if self._process is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._process.join, 5.0)
-        await self._restarts.wait()
+        await self._restarts.wait(self._clock)
         await self.keep_started()
 
     def retry_after(self) -> int:
         """Seconds until this model is expected to serve again (``ovserve.engine.restarts``)."""
-        return self._restarts.retry_after(time.monotonic())
+        return self._restarts.retry_after(self._clock.monotonic())
 
     # -- requests ---------------------------------------------------------------------------
 

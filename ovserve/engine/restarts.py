@@ -1,6 +1,7 @@
 """When an engine is started again, and how long a refused request is told to wait.
 
-Contract of :class:`RestartPolicy` (one per engine client; the caller brings the clock):
+Contract of :class:`RestartPolicy` (one per engine client; the caller brings the time, and the
+:class:`~ovserve.clock.Clock` it waits on, so a test moves both by hand):
 
 - a start that fails (the pipeline cannot load, the process dies while loading) is tried again after
   a delay that doubles with each failure in a row, up to :data:`RETRY_MAX_DELAY_S`: a model that can
@@ -14,9 +15,9 @@ Contract of :class:`RestartPolicy` (one per engine client; the caller brings the
 
 from __future__ import annotations
 
-import asyncio
 import math
-import time
+
+from ovserve.clock import Clock
 
 RETRY_FIRST_DELAY_S = 1.0
 RETRY_MAX_DELAY_S = 60.0
@@ -41,8 +42,9 @@ class RestartPolicy:
         self._next_attempt_at = now + delay
         return delay
 
-    def became_ready(self, started: float, now: float) -> None:
-        self.load_seconds = now - started
+    def became_ready(self, load_seconds: float, now: float) -> None:
+        """The engine is ready, its load having taken ``load_seconds`` (measured, not on the clock)."""
+        self.load_seconds = load_seconds
         self._ready_since = now
 
     def ready_for(self, now: float) -> float:
@@ -64,10 +66,10 @@ class RestartPolicy:
         """Seconds before the next attempt (0 when none is pending)."""
         return 0.0 if self._next_attempt_at is None else max(0.0, self._next_attempt_at - now)
 
-    async def wait(self) -> None:
-        """Until the next attempt is due."""
+    async def wait(self, clock: Clock) -> None:
+        """Until the next attempt is due on ``clock`` (the one the times given here were read from)."""
         if self._next_attempt_at is not None:
-            await asyncio.sleep(self.remaining(time.monotonic()))
+            await clock.sleep_until(self._next_attempt_at)
         self._next_attempt_at = None
 
     def retry_after(self, now: float) -> int:

@@ -104,8 +104,9 @@ def fast_model(
     """A served model without model files: scripted engine, character tokenizer, Hermes tool calls
     (unless ``tool_format`` says otherwise), the small chat template above (unless ``template``).
     ``task="embeddings"``: an embeddings model (the scripted engine's ``embedding`` of each text).
-    ``clock``: the stall watchdog's (a test's ManualClock moves it by hand)."""
-    launcher = ScriptedLauncher(script or reply("Hello", "!"))
+    ``clock``: the engine client's (its stall watchdog, its restart delays) and the scripted
+    engine's (its heartbeats, long steps and CPU time): a test's ManualClock moves them by hand."""
+    launcher = ScriptedLauncher(script or reply("Hello", "!"), clock=clock)
     # model_construct: the settings' checks want an exported model directory.
     settings = ModelSettings.model_construct(
         name=name, path=Path("/nonexistent/fast-model"), max_tokens_limit=max_tokens_limit, task=task

@@ -6,21 +6,24 @@ and everything on its side (writer thread, ``add_reader``, ``_dispatch``, cancel
 and restart) runs as in production. The engine's end answers each :class:`AddRequest` from a
 *script*: a function of the request that yields the events of one engine step at a time, and each
 :class:`EmbedRequest` (an embeddings model) at once with :func:`embedding` of each text.
+
+The engine keeps time on a :class:`~ovserve.clock.Clock` (the real one unless a test hands it a
+:class:`~ovserve.clock.ManualClock`): its heartbeats, the length of a :class:`Busy` step and the
+CPU time the stall watchdog samples of it (:class:`WorkMeter`). On a clock the test moves, a long
+step and a hang take no real time.
 """
 
 from __future__ import annotations
 
 import itertools
 import multiprocessing
-import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from ovserve.clock import SYSTEM_CLOCK, Clock
 from ovserve.engine.channel import PipeChannel, engine_channel
 from ovserve.engine.launcher import EngineProcess
 from ovserve.engine.messages import (
@@ -42,7 +45,7 @@ from ovserve.engine.messages import (
     StatsRequest,
 )
 from ovserve.engine.spec import EngineSpec
-from ovserve.engine.watchdog import ProcessSample, read_process_sample
+from ovserve.engine.watchdog import ProcessSample
 
 
 class Die:
@@ -54,10 +57,58 @@ DIE = Die()
 
 @dataclass(frozen=True)
 class Busy:
-    """A script step that works in silence: the engine's thread burns CPU for ``seconds`` (wall
-    clock) and sends nothing, as a long prefill does inside one ``step()``."""
+    """A script step that works in silence, as a long prefill does inside one ``step()``: the
+    engine sends nothing until its clock has moved ``seconds`` on, and its CPU time grows
+    meanwhile by ``cpu_share`` of a core (all of one; less on a crowded machine)."""
 
     seconds: float
+    cpu_share: float = 1.0
+
+
+class WorkMeter:
+    """The scripted engine's CPU time, on its clock: it grows by the share of a core of the step at
+    work and stands still otherwise (idle, or hung: a deadlocked or stopped process uses none).
+    What the watchdog reads of a real engine from ``/proc`` (``tests/unit/test_stall_watch.py``
+    reads a real process's), without a thread that burns a core for real seconds."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()  # the engine's thread starts and stops work; the loop samples
+        self._seconds = 0.0
+        self._share = 0.0
+        self._since = clock.monotonic()
+        self._halted = False
+
+    def work(self, share: float) -> None:
+        with self._lock:
+            self._settle()
+            self._share = 0.0 if self._halted else share
+
+    def halt(self) -> None:
+        """No more work, ever: the engine hung."""
+        with self._lock:
+            self._settle()
+            self._share = 0.0
+            self._halted = True
+
+    def rest(self) -> None:
+        with self._lock:
+            self._settle()
+            self._share = 0.0
+
+    @property
+    def working(self) -> bool:
+        return self._share > 0
+
+    def seconds(self) -> float:
+        with self._lock:
+            self._settle()
+            return self._seconds
+
+    def _settle(self) -> None:
+        now = self._clock.monotonic()
+        self._seconds += self._share * (now - self._since)
+        self._since = now
 
 
 Step = list[Event] | Die | Busy
@@ -126,14 +177,20 @@ class ScriptedEngine:
     gate: threading.Event  # Ready is sent once this is set (a model that is still loading)
     fatal: str | None = None  # sent instead of Ready: the pipeline could not be built
     step_interval_s: float = 0.001
+    clock: Clock = SYSTEM_CLOCK  # its time: heartbeats, Busy steps, CPU time
     hung: threading.Event = field(default_factory=threading.Event)  # set: the engine hangs (SIGSTOP)
     received: list[Command] = field(default_factory=list)
     exitcode: int | None = None
     pid: int = field(default_factory=lambda: next(_pids))
-    launched_at: float = field(default_factory=time.monotonic)
+    launched_at: float = 0.0  # on its clock
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     busy_steps: int = 0  # Busy steps worked to their end
+    meter: WorkMeter = field(init=False)  # its CPU time
+
+    def __post_init__(self) -> None:
+        self.launched_at = self.clock.monotonic()
+        self.meter = WorkMeter(self.clock)
 
     # -- EngineProcess -----------------------------------------------------------------------
 
@@ -152,10 +209,17 @@ class ScriptedEngine:
         self._stop.set()
 
     def sample(self) -> ProcessSample | None:
-        """The engine thread's own state and CPU time (its /proc task), as the watchdog reads a process's."""
-        if self._thread is None or self._thread.native_id is None:
+        """Its state and CPU time (:class:`WorkMeter`), as the watchdog reads a process's; None once
+        it ended, as for a reaped process."""
+        if not self.is_alive():
             return None
-        return read_process_sample(Path(f"/proc/{os.getpid()}/task/{self._thread.native_id}/stat"))
+        return ProcessSample(state="R" if self.meter.working else "S", cpu_seconds=self.meter.seconds())
+
+    def hang(self) -> None:
+        """Hang now, as after SIGSTOP or a deadlock: no word, no command read, no CPU used from this
+        instant of its clock (not from whenever its thread notices)."""
+        self.meter.halt()
+        self.hung.set()
 
     # -- the engine loop ---------------------------------------------------------------------
 
@@ -182,9 +246,9 @@ class ScriptedEngine:
             if self.hung.is_set():  # as a stopped process: no word, no command read
                 self._stop.wait(0.01)
                 continue
-            if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_S:  # alive, idle or busy
+            if self.clock.monotonic() - last_beat >= HEARTBEAT_INTERVAL_S:  # alive, idle or busy
                 events.append(Heartbeat(EngineStats(len(active), 0, len(active), len(active), 0.0)))
-                last_beat = time.monotonic()
+                last_beat = self.clock.monotonic()
             # Like the real loop: wait for a command only when nothing is running.
             if self.conn.poll(self.step_interval_s if active else 0.05):
                 while self.conn.poll():
@@ -209,24 +273,31 @@ class ScriptedEngine:
                 if isinstance(step, Die):
                     return -9  # the pipe closes without another word
                 if isinstance(step, Busy):
-                    self._work(step.seconds)
+                    self._work(step)
                     continue
                 if step is None:  # a script that stops without saying so: the engine ends it
                     step = [RequestEnded(request_id)]
                 events.extend(step)
                 if any(isinstance(event, RequestEnded) for event in step):
                     del active[request_id]
-            if events:
-                self.conn.send(events)  # one list per step, as the real engine sends
+            # One list per step, as the real engine sends; none once hung in the step (a heartbeat
+            # due before it is not sent after it).
+            if events and not self.hung.is_set():
+                self.conn.send(events)
         return -9
 
-    def _work(self, seconds: float) -> None:
-        """Burn CPU without a word until ``seconds`` have passed, the engine is killed or it hangs."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if self._stop.is_set() or self.hung.is_set():
-                return
-            sum(range(1_000))
+    def _work(self, step: Busy) -> None:
+        """Work without a word until the clock has moved ``step.seconds`` on, the engine is killed
+        or it hangs. The thread only looks at the clock (a test's moves by hand): the work is the
+        meter's, not a core's."""
+        deadline = self.clock.monotonic() + step.seconds
+        self.meter.work(step.cpu_share)
+        try:
+            while self.clock.monotonic() < deadline:
+                if self._stop.wait(0.001) or self.hung.is_set():
+                    return
+        finally:
+            self.meter.rest()
         self.busy_steps += 1
 
     def adds(self) -> list[AddRequest]:
@@ -243,6 +314,7 @@ class ScriptedLauncher:
     script: Script
     gate: threading.Event = field(default_factory=threading.Event)
     fatal: str | None = None
+    clock: Clock = SYSTEM_CLOCK  # its engines' (ScriptedEngine.clock)
     launched: list[ScriptedEngine] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -251,7 +323,7 @@ class ScriptedLauncher:
     def __call__(self, spec: EngineSpec, log_level: int) -> tuple[PipeChannel, EngineProcess]:
         server_end, engine_end = engine_channel(multiprocessing.get_context())
         # Through the launcher: a test may swap the script between requests.
-        engine = ScriptedEngine(engine_end, lambda add: self.script(add), self.gate, self.fatal)
+        engine = ScriptedEngine(engine_end, lambda add: self.script(add), self.gate, self.fatal, clock=self.clock)
         engine.start()
         self.launched.append(engine)
         return server_end, engine

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Iterator
 
@@ -10,7 +9,7 @@ from ovserve.engine import restarts
 from ovserve.engine.client import EngineState
 from ovserve.engine.messages import AddRequest, EngineErrorKind
 from tests.fast.harness import MODEL, choices_by_index, eventually, fast_model, streamed_text
-from tests.fast.scripted_engine import DIE, Step, end_with, output, reply
+from tests.fast.scripted_engine import DIE, HEARTBEAT_INTERVAL_S, Step, end_with, output, reply
 
 
 async def test_a_request_while_the_model_loads_is_503_until_it_is_ready(serve, messages) -> None:
@@ -80,8 +79,10 @@ def dies_after_hello(add: AddRequest) -> Iterator[Step]:
     yield DIE
 
 
-async def test_engine_death_mid_stream_sends_an_error_event_then_done_and_the_engine_restarts(serve, messages) -> None:
-    fast = fast_model(dies_after_hello)
+async def test_engine_death_mid_stream_sends_an_error_event_then_done_and_the_engine_restarts(
+    serve, messages, clock
+) -> None:
+    fast = fast_model(dies_after_hello, clock=clock)
     served = await serve(fast)
     status, events = await served.chat(messages=messages, stream=True)
     assert status == 200
@@ -93,8 +94,10 @@ async def test_engine_death_mid_stream_sends_an_error_event_then_done_and_the_en
     assert "died" in error["error"]["message"]
     assert done == "[DONE]"
 
-    # A new engine is started; requests are served again once it is ready.
+    # A new engine is started, after the delay of a failed start (the dead one had served only
+    # briefly: ovserve.engine.restarts); requests are served again once it is ready.
     fast.launcher.script = reply("Back")
+    await clock.advance(restarts.RETRY_FIRST_DELAY_S)
     await eventually(lambda: fast.model.engine.state is EngineState.READY and len(fast.launcher.launched) == 2)
     assert fast.model.engine.restarts == 1
     status, body = await served.chat(messages=messages)
@@ -127,7 +130,7 @@ async def test_a_hung_idle_engine_turns_not_ready_refuses_at_once_and_is_replace
     hung = fast.launcher.engine
     assert fast.model.engine.running_pid == hung.pid  # whose memory /metrics reads
     fast.launcher.gate.clear()  # the replacement takes a while to load, as a real one does
-    hung.hung.set()  # idle and silent, as after SIGSTOP
+    hung.hang()  # idle and silent, as after SIGSTOP
 
     async def readiness() -> int:
         async with served.client.get("/v2/health/ready") as response:
@@ -144,8 +147,10 @@ async def test_a_hung_idle_engine_turns_not_ready_refuses_at_once_and_is_replace
     assert len(hung.adds()) == 1
     assert await readiness() == 503
     assert fast.model.engine.running_pid is None  # the killed one's pid is no longer read
-    # A new engine process takes over and serves.
+    # A new engine process takes over (after the delay of a failed start: the hung one had served
+    # only briefly) and serves.
     fast.launcher.gate.set()
+    await clock.advance(restarts.RETRY_FIRST_DELAY_S)
     await eventually(lambda: fast.model.engine.ready and len(fast.launcher.launched) == 2)
     assert await readiness() == 200
     assert fast.model.engine.running_pid == fast.launcher.launched[1].pid
@@ -154,29 +159,32 @@ async def test_a_hung_idle_engine_turns_not_ready_refuses_at_once_and_is_replace
     assert fast.model.engine.restarts == 1
 
 
-async def test_a_healthy_idle_engine_is_never_taken_for_stalled(serve, messages) -> None:
-    fast = fast_model(stall_timeout=0.5)
+async def test_a_healthy_idle_engine_is_never_taken_for_stalled(serve, messages, clock) -> None:
+    fast = fast_model(stall_timeout=0.5, clock=clock)
     served = await serve(fast)
-    await asyncio.sleep(1.5)  # three stall timeouts of idleness
-    assert fast.model.engine.stalls == 0
+    engine = fast.model.engine
+    step = 1.25 * HEARTBEAT_INTERVAL_S  # a heartbeat falls due in each
+    for _ in range(int(1.5 / step)):  # three stall timeouts of idleness, which only its heartbeats break
+        last_report_at = engine.last_report_at
+        await clock.advance(step)
+        await eventually(lambda before=last_report_at: engine.last_report_at != before)  # heard from it
+    assert engine.stalls == 0
     status, _ = await served.chat(messages=messages)
     assert status == 200
 
 
-FIRST_DELAY_S = 0.05
-
-
-async def test_a_model_that_fails_at_every_start_is_retried_with_growing_delays(
-    serve, messages, monkeypatch, caplog
-) -> None:
-    monkeypatch.setattr(restarts, "RETRY_FIRST_DELAY_S", FIRST_DELAY_S)
-    broken = fast_model(name="broken")
+async def test_a_model_that_fails_at_every_start_is_retried_with_growing_delays(serve, messages, caplog, clock) -> None:
+    broken = fast_model(name="broken", clock=clock)  # its restart delays run on the test's clock
     broken.launcher.fatal = "Incorrect weights in bin file!"
     good = fast_model(name="good", script=reply("fine"))
     served = await serve(good, broken, wait=False)
     await eventually(lambda: good.model.engine.ready)
-    await eventually(lambda: broken.model.engine.start_failures >= 4, timeout=30)
     engine = broken.model.engine
+    delays = [restarts.RETRY_FIRST_DELAY_S * 2**attempt for attempt in range(4)]
+    for failures, delay in enumerate(delays[:3], start=1):
+        await eventually(lambda count=failures: engine.start_failures == count)
+        await clock.advance(delay)
+    await eventually(lambda: engine.start_failures == 4)
     assert engine.state is EngineState.FAILED
 
     # The good model answers and the server is ready; the broken one is 503 with its own code.
@@ -191,11 +199,10 @@ async def test_a_model_that_fails_at_every_start_is_retried_with_growing_delays(
         assert "Retry-After" in response.headers
         assert (await response.json())["error"]["code"] == "model_load_failed"
 
-    # Each attempt waited at least its doubled delay (a lower bound: a busy machine only adds to
-    # it), and said why in one line.
+    # Each attempt came its doubled delay after the last (on the clock, where no busy machine adds
+    # to it), and said why in one line.
     launches = [engine.launched_at for engine in broken.launcher.launched]
-    gaps = [later - earlier for earlier, later in itertools.pairwise(launches)]
-    assert all(gap >= 0.9 * FIRST_DELAY_S * 2**attempt for attempt, gap in enumerate(gaps[:3])), gaps
+    assert [later - earlier for earlier, later in itertools.pairwise(launches)] == delays[:3]
     failures = [record for record in caplog.records if "could not start" in record.getMessage()]
     assert len(failures) == engine.start_failures
     assert all("Incorrect weights in bin file!" in record.getMessage() for record in failures)
@@ -206,7 +213,8 @@ async def test_a_model_that_fails_at_every_start_is_retried_with_growing_delays(
 
     # Once the model can load again, the next attempt serves it.
     broken.launcher.fatal = None
-    await eventually(lambda: engine.ready, timeout=10)
+    await clock.advance(delays[3])
+    await eventually(lambda: engine.ready)
     status, _ = await served.post("/v3/chat/completions", {"model": "broken", "messages": messages})
     assert status == 200
 

@@ -146,9 +146,9 @@ async def test_an_unload_during_a_load_serves_the_requests_waiting_for_it_first(
 
 
 async def test_a_failed_load_is_a_503_with_its_reason_and_is_retried_by_a_later_request(
-    serve_on_demand: Start,
+    serve_on_demand: Start, clock: ManualClock
 ) -> None:
-    lazy = fast_model(name="lazy")
+    lazy = fast_model(name="lazy", clock=clock)  # its backoff runs on the test's clock
     lazy.launcher.fatal = "could not load: out of coffee"
     served = await serve_on_demand(lazy, lazy_load=True)
     async with served.client.post("/v3/chat/completions", json=chat("lazy")) as response:
@@ -164,7 +164,8 @@ async def test_a_failed_load_is_a_503_with_its_reason_and_is_retried_by_a_later_
     assert len(lazy.launcher.launched) == 1
     # After it, the next request tries again.
     lazy.launcher.fatal = None
-    await eventually(lambda: lazy.model.engine.backoff_remaining() == 0, timeout=5)
+    await clock.advance(lazy.model.engine.backoff_remaining())
+    assert lazy.model.engine.backoff_remaining() == 0
     status, _ = await served.post("/v3/chat/completions", chat("lazy"))
     assert status == 200
     assert len(lazy.launcher.launched) == 2
