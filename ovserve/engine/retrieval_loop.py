@@ -24,7 +24,7 @@ from ovserve.engine.messages import (
     EngineErrorKind,
     EngineStats,
     Event,
-    ImagePartial,
+    ImageProgress,
     ImageRequest,
     ImageResult,
     RequestEnded,
@@ -170,17 +170,7 @@ class RetrievalEngineLoop(LoopBase):
         with self._serving(request_id):
             if self._ended_if_cancelled(request_id):
                 return
-            transcript = model.transcribe(
-                request.audio,
-                task=request.task,
-                language=request.language,
-                prompt=request.prompt,
-                temperature=request.temperature,
-                timestamps=request.timestamps,
-                words=request.words,
-                max_new_tokens=request.max_new_tokens,
-                on_delta=on_delta,
-            )
+            transcript = model.transcribe(request, on_delta)
             if not self._ended_if_cancelled(request_id):
                 result = TranscribeResult(
                     request_id, transcript.text, transcript.segments, transcript.words, transcript.language
@@ -217,8 +207,10 @@ class RetrievalEngineLoop(LoopBase):
             if request_id in self._cancelled:
                 return True
             if sent < wanted and done < steps and done >= partial_image_step(sent, wanted, steps):
-                self._send([ImagePartial(request_id, sent, done, decode())])
+                self._send([ImageProgress(request_id, done, decode(), sent)])
                 sent += 1
+            elif done == 1:  # the request has started: it leaves its model's queue
+                self._send([ImageProgress(request_id, done)])
             return request_id in self._cancelled
 
         self._steps_done = 0

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ovserve.engine.messages import TranscribeRequest
 from ovserve.engine.spec import EngineSpec
 from ovserve.engine.speech_text import split_for_speech
 from ovserve.json_types import JsonObject, json_list, json_object
@@ -99,36 +100,26 @@ class SpeechToText:
         self.languages = model_languages(spec.model_path)
         self.multilingual = bool(self.pipeline.get_generation_config().is_multilingual)
 
-    def transcribe(
-        self,
-        audio: np.ndarray,
-        *,
-        task: str,
-        language: str | None,
-        prompt: str | None,
-        temperature: float,
-        timestamps: bool,
-        words: bool,
-        max_new_tokens: int,
-        on_delta: Callable[[str], bool],
-    ) -> Transcript:
-        if words and not self.word_timestamps:
+    def transcribe(self, request: TranscribeRequest, on_delta: Callable[[str], bool]) -> Transcript:
+        """``request``'s audio as text; ``on_delta`` gets the text as it comes (True: stop)."""
+        if request.words and not self.word_timestamps:
             raise WordTimestampsError()
+        audio, language = request.audio, request.language
         config = self.pipeline.get_generation_config()
-        config.max_new_tokens = max_new_tokens
-        config.return_timestamps = timestamps
-        config.word_timestamps = words
+        config.max_new_tokens = request.max_new_tokens
+        config.return_timestamps = request.timestamps
+        config.word_timestamps = request.words
         if self.multilingual:
-            config.task = task
+            config.task = request.task
             if language is not None:
                 if language not in self.languages:
                     raise UnknownLanguageError(language)
                 config.language = f"<|{language}|>"
-        if prompt:
-            config.initial_prompt = prompt
-        if temperature > 0:
+        if request.prompt:
+            config.initial_prompt = request.prompt
+        if request.temperature > 0:
             config.do_sample = True
-            config.temperature = temperature
+            config.temperature = request.temperature
         else:
             config.do_sample = False
 

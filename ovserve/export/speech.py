@@ -213,16 +213,18 @@ class SpeechOptions(Options):
     def _run(self, spec: EngineSpec) -> str:
         import numpy as np
 
+        from ovserve.engine.messages import TranscribeRequest
         from ovserve.engine.pipelines import build_pipeline
         from ovserve.engine.speech import SpeechToText, TextToSpeech
 
         model = build_pipeline(spec)
         if isinstance(model, SpeechToText):
             tone = (0.1 * np.sin(2 * np.pi * 440 * np.arange(16_000) / 16_000)).astype(np.float32)
-            transcript = model.transcribe(
-                tone, task="transcribe", language=None, prompt=None, temperature=0.0, timestamps=False,
-                words=spec.word_timestamps, max_new_tokens=8, on_delta=lambda _: False,
+            request = TranscribeRequest(
+                request_id=0, audio=tone, task="transcribe", language=None, prompt=None, temperature=0.0,
+                timestamps=False, words=spec.word_timestamps, max_new_tokens=8,
             )  # fmt: skip
+            transcript = model.transcribe(request, on_delta=lambda _: False)
             words = f", {len(transcript.words)} timed words" if spec.word_timestamps else ""
             return f"transcribed a 1 s tone as {transcript.text[:60]!r}{words}"
         if isinstance(model, TextToSpeech):
