@@ -20,11 +20,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
-import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+if TYPE_CHECKING:
+    import openai
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR = Path(os.environ.get("OVSERVE_TEST_MODELS", str(ROOT / "models")))
@@ -74,6 +77,10 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def client(self, **kwargs: object) -> openai.OpenAI:
+        # Imported here: the SDK takes about a second to import, and every process of a run loads
+        # this file, the fast and unit layers' too, which never talk to a server.
+        import openai
+
         return openai.OpenAI(base_url=f"{self.url}/v3", api_key="unused", max_retries=0, **kwargs)  # type: ignore[arg-type]
 
     def log(self) -> str:
