@@ -31,7 +31,7 @@ import numpy as np
 
 from ovserve.core.engine_work import ModelWork
 from ovserve.core.image_decode import decode_image, open_image
-from ovserve.engine.messages import ImageParams, ImagePartial, ImageRequest, ImageResult
+from ovserve.engine.messages import ImageParams, ImageProgress, ImageRequest, ImageResult
 from ovserve.errors import BadRequestError
 from ovserve.models.served import ServedModel
 
@@ -106,7 +106,7 @@ class ImageJob(ModelWork):
         if self.ask.mask is not None:
             self.mask = await asyncio.to_thread(_decoded_mask, self.ask.mask, self.ask.image, (width, height))
 
-    async def run(self) -> AsyncIterator[ImagePartial | ImageResult]:
+    async def run(self) -> AsyncIterator[ImageProgress | ImageResult]:
         """The engine's partial images, then its result; closing early cancels the engine request."""
         params, image, mask = self.params, self.image, self.mask
         events = self.model.engine.generate_images(lambda request_id: ImageRequest(request_id, params, image, mask))

@@ -14,7 +14,7 @@ thread and again on the server's event loop, and a frozen dataclass's ``__init__
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -192,7 +192,7 @@ class ImageRequest:
     """Generate ``params.n`` images (an image-generation engine): from the prompt alone, from
     ``image`` (uint8 RGB [H, W, 3], the edit's input, already at the output size), or inpainting
     ``image`` where ``mask`` (uint8 [H, W], 255: repaint) is set. The engine sends an
-    :class:`ImagePartial` for each partial image asked, then :class:`ImageResult`, or an error
+    :class:`ImageProgress` for each partial image asked, then :class:`ImageResult`, or an error
     :class:`RequestEnded`."""
 
     request_id: int
@@ -332,14 +332,16 @@ class SpeechResult:
 
 
 @dataclass(frozen=True, slots=True)
-class ImagePartial:
-    """Partial image ``index`` (0-based) of an :class:`ImageRequest`: each of its images decoded
-    from the latent after ``step`` of its denoising steps, encoded as the request asked."""
+class ImageProgress:
+    """How an :class:`ImageRequest`'s denoising goes, after ``step`` of its steps: sent after its
+    first step (the request has started: it leaves its model's queue), and after each step a
+    partial image is due, with partial image ``index`` (0-based): each of its images decoded from
+    the latent, encoded as the request asked."""
 
     request_id: int
-    index: int
     step: int
-    images: list[bytes]
+    images: list[bytes] = field(default_factory=list)
+    index: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +379,7 @@ RequestEvent = (
     | TranscribeResult
     | SpeechPiece
     | SpeechResult
-    | ImagePartial
+    | ImageProgress
     | ImageResult
 )
 Event = Ready | Fatal | RequestEvent | StatsReply | Heartbeat

@@ -33,7 +33,7 @@ from ovserve.engine.messages import (
     EngineErrorKind,
     EngineStats,
     Event,
-    ImagePartial,
+    ImageProgress,
     ImageRequest,
     ImageResult,
     RequestEnded,
@@ -57,7 +57,7 @@ _request_ids = itertools.count(1)
 
 # What a request's queue carries: its outputs, its end, or the failure that ended it.
 _StreamItem = RequestEvent | BaseException
-Piece = TypeVar("Piece", TranscriptDelta, SpeechPiece, ImagePartial)
+Piece = TypeVar("Piece", TranscriptDelta, SpeechPiece, ImageProgress)
 Last = TypeVar("Last", TranscribeResult, SpeechResult, ImageResult)
 
 
@@ -89,7 +89,7 @@ class EngineRequests:
                 SequenceOutput(request_id=request_id)
                 | TranscriptDelta(request_id=request_id)
                 | SpeechPiece(request_id=request_id)
-                | ImagePartial(request_id=request_id)
+                | ImageProgress(request_id=request_id)
             ):
                 stream = self._streams.get(request_id)
                 if stream is not None:
@@ -177,11 +177,12 @@ class EngineRequests:
 
     def generate_images(
         self, request: Callable[[int], ImageRequest]
-    ) -> AsyncGenerator[ImagePartial | ImageResult, None]:
-        """An image request's partial images as the engine decodes them, then its :class:`ImageResult`.
+    ) -> AsyncGenerator[ImageProgress | ImageResult, None]:
+        """An image request's progress (its start, its partial images) as the engine reports it, then
+        its :class:`ImageResult`.
         A consumer that stops early (disconnect, timeout) cancels the request: the engine stops the
         denoising loop at its next step."""
-        return self._pieces(request, ImagePartial, ImageResult)
+        return self._pieces(request, ImageProgress, ImageResult)
 
     async def _pieces(
         self, command: Callable[[int], Command], piece: type[Piece], last: type[Last]

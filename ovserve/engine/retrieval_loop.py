@@ -24,7 +24,7 @@ from ovserve.engine.messages import (
     EngineErrorKind,
     EngineStats,
     Event,
-    ImagePartial,
+    ImageProgress,
     ImageRequest,
     ImageResult,
     RequestEnded,
@@ -207,8 +207,10 @@ class RetrievalEngineLoop(LoopBase):
             if request_id in self._cancelled:
                 return True
             if sent < wanted and done < steps and done >= partial_image_step(sent, wanted, steps):
-                self._send([ImagePartial(request_id, sent, done, decode())])
+                self._send([ImageProgress(request_id, done, decode(), sent)])
                 sent += 1
+            elif done == 1:  # the request has started: it leaves its model's queue
+                self._send([ImageProgress(request_id, done)])
             return request_id in self._cancelled
 
         self._steps_done = 0

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from tests.conftest import MODELS_DIR, Server, _building_models, start_config_server, wait_for
+from tests.conftest import MODELS_DIR, Server, _building_models, start_config_server, start_server, wait_for
 
 MODEL = "tiny-image"
 # OVMS's documented graph (docs/image_generation/reference.md), served as written.
@@ -217,6 +218,35 @@ def test_a_lazy_model_loads_on_the_first_image_and_a_leaving_client_stops_the_de
         assert ran - came <= 1, "the engine stops at the first step after the cancel arrives"
         again = client.images.generate(model=MODEL, prompt="a cat", size="64x64", extra_body=FAST)
         assert len(again.data) == 1
+    finally:
+        server.stop()
+
+
+def test_a_deadline_stops_the_denoising_and_a_full_queue_is_a_429(
+    image_models: dict[str, Path], tmp_path: Path
+) -> None:
+    server = start_server(
+        tmp_path, image_models[MODEL], "--task", "image_generation", "--request_timeout", "4",
+        "--max_queued_requests", "1", "--max_num_inference_steps", "400", model_name=MODEL,
+    )  # fmt: skip
+    url = f"{server.url}/v3/images/generations"
+    long = {"model": MODEL, "prompt": "a cat", "size": "256x256", "num_inference_steps": 400}
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(httpx.post, url, json=long, timeout=60)
+            # Running once its first denoising step is done; then the second waits in the queue.
+            assert wait_for(lambda: server.metric("ovserve_requests_running") == 1, timeout=30)
+            second = pool.submit(httpx.post, url, json=long, timeout=60)
+            assert wait_for(lambda: server.metric("ovserve_requests_waiting") == 1, timeout=30)
+            third = httpx.post(url, json=long, timeout=60)
+            assert third.status_code == 429 and third.json()["error"]["type"]
+            for answer in (first.result(), second.result()):
+                assert answer.status_code == 504, answer.text
+        assert wait_for(lambda: len(CANCELLED.findall(server.log())) == 2, timeout=60)
+        for ran, steps, came in CANCELLED.findall(server.log()):
+            assert int(steps) == 400 and int(ran) - int(came) <= 1
+        quick = httpx.post(url, json={"model": MODEL, "prompt": "a cat", "size": "64x64", **FAST}, timeout=60)
+        assert quick.status_code == 200
     finally:
         server.stop()
 

@@ -27,7 +27,7 @@ from ovserve.dialects.openai.images.response import (
     ImagesUsage,
     PartialImageEvent,
 )
-from ovserve.engine.messages import ImagePartial, ImageResult
+from ovserve.engine.messages import ImageProgress, ImageResult
 from ovserve.errors import EngineError, OvserveError
 from ovserve.models.served import ModelRegistry
 
@@ -88,7 +88,9 @@ class ImagesEndpoint:
                 "background": "opaque",
                 "output_format": job.params.output_format,
             }
-            if isinstance(event, ImagePartial):
+            if isinstance(event, ImageProgress):
+                if event.index is None:  # the denoising started: nothing to show yet
+                    continue
                 for image in event.images:
                     yield PartialImageEvent(
                         type=f"{prefix}.partial_image",  # type: ignore[arg-type]
