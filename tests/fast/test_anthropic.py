@@ -7,9 +7,8 @@ stream helpers must accumulate a stream to the message the unary call returns.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import pytest
 
 from ovserve.api.anthropic import MessagesWriter
@@ -25,6 +24,11 @@ from tests.anthropic_schema import validate, validate_event
 from tests.fast.harness import MODEL, Served, eventually, fast_model
 from tests.fast.scripted_engine import DIE, output, reply
 
+if TYPE_CHECKING:
+    # Imported where used: the SDK takes about 2 s of CPU to import, and every worker of a run
+    # collects this file, the ones that never run it too.
+    import anthropic
+
 VERSION = {"anthropic-version": "2023-06-01"}
 WEATHER = {
     "name": "get_weather",
@@ -35,6 +39,8 @@ CALL_TEXT = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}
 
 
 def sdk(served: Served, **kwargs: Any) -> anthropic.AsyncAnthropic:
+    import anthropic
+
     options: dict[str, Any] = {"api_key": "unused", "max_retries": 0, **kwargs}
     return anthropic.AsyncAnthropic(base_url=str(served.client.make_url("")).rstrip("/"), **options)
 
@@ -202,6 +208,8 @@ async def test_count_tokens_counts_the_templated_prompt_with_tools(serve) -> Non
 
 
 async def test_keys_are_taken_from_x_api_key_or_bearer_and_refusals_are_anthropics(serve) -> None:
+    import anthropic
+
     served = await serve(fast_model(reply("ok")), api_key=["secret"])
     params = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]}
     assert (await sdk(served, api_key="secret").messages.create(**params)).content  # x-api-key
@@ -266,6 +274,8 @@ def _dies_after_text(add: AddRequest) -> Any:
 
 
 async def test_a_stream_that_fails_ends_with_an_error_event(serve) -> None:
+    import anthropic
+
     served = await serve(fast_model(_dies_after_text))
     status, events = await post(
         served, "/v1/messages", {"max_tokens": 16, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
@@ -306,6 +316,8 @@ async def test_pings_keep_a_slow_stream_busy(serve, monkeypatch: pytest.MonkeyPa
 
 
 async def test_aliases_resolve_and_the_reply_names_the_model_asked_for(serve) -> None:
+    import anthropic
+
     fast = fast_model(reply("hi"))
     fast.model.settings = fast.model.settings.model_copy(update={"aliases": ["claude-*"]})
     served = await serve(fast)
