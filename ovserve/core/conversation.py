@@ -151,10 +151,10 @@ class JsonSchemaFormat:
     origin: str  # the format (response_format / text.format)
     schema_origin: str  # the schema itself
 
-
-@dataclass(frozen=True, slots=True)
-class JsonObjectFormat:
-    origin: str
+    @classmethod
+    def any_object(cls, origin: str) -> JsonSchemaFormat:
+        """Any JSON object (OpenAI's ``json_object``, Ollama's ``"json"``): the schema of one."""
+        return cls({"type": "object"}, origin, origin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +165,7 @@ class RegexFormat:
     origin: str
 
 
-OutputFormat = JsonSchemaFormat | JsonObjectFormat | RegexFormat
+OutputFormat = JsonSchemaFormat | RegexFormat
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,7 +26,6 @@ from typing import Any
 from outlines_core.json_schema import build_regex_from_schema
 
 from ovserve.core.conversation import (
-    JsonObjectFormat,
     JsonSchemaFormat,
     OutputFormat,
     RegexFormat,
@@ -236,8 +235,6 @@ def response_format_grammar(output_format: OutputFormat | None) -> GrammarSpec |
     checked here, as it is compiled.
     """
     match output_format:
-        case JsonObjectFormat(origin=origin):
-            return {"regex": schema_regex({"type": "object"}, param=origin)}
         case JsonSchemaFormat(schema=schema, schema_origin=origin):
             return {"regex": schema_regex(schema, param=origin)}
         case RegexFormat(pattern=pattern):

@@ -40,7 +40,6 @@ from ovserve.core.conversation import (
     Conversation,
     ForcedTool,
     Image,
-    JsonObjectFormat,
     JsonSchemaFormat,
     Message,
     OutputFormat,
@@ -114,7 +113,7 @@ def _output_format(value: req.Format | None) -> OutputFormat | None:
     if value is None or value == "":
         return None
     if value == "json":
-        return JsonObjectFormat("format")
+        return JsonSchemaFormat.any_object("format")
     assert isinstance(value, dict)
     return JsonSchemaFormat(value, "format", "format")
 

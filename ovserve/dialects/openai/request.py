@@ -216,7 +216,7 @@ class JSONObjectFormat(Lenient):
     type: Literal["json_object"]
 
     def output_format(self, origin: str) -> core.OutputFormat:
-        return core.JsonObjectFormat(origin)
+        return core.JsonSchemaFormat.any_object(origin)
 
 
 class RegexFormat(Lenient):
