@@ -153,7 +153,9 @@ class ImageSettings(BaseModel):
         description="images: LoRA adapters by alias, ALIAS=FILE[,ALIAS=FILE...] (a request names one as its 'model')",
     )
     composite_lora_adapters: dict[str, dict[str, float]] = Field(
-        default_factory=dict, description="images: mixes of lora_adapters by alias: {alias: {adapter alias: weight}}"
+        default_factory=dict,
+        json_schema_extra={"flag": False},  # a graph's (or config's) only: no flag for a nested mapping
+        description="images: mixes of lora_adapters by alias: {alias: {adapter alias: weight}}"
     )
     max_pixel_steps: int = Field(
         default=4 * 1024 * 1024 * 50,

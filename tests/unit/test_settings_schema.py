@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ovserve.__main__ import MODEL_FLAGS, SERVER_FLAGS, build_parser, flag_values, settings_from_flags
+from ovserve.engine.spec import LoraAdapter
 from ovserve.settings.flags import NOT_A_FLAG, Flag
 from ovserve.settings.graph import IGNORED_OPTIONS, LEGACY_OPTIONS, UNSUPPORTED_OPTIONS
 from ovserve.settings.graph_schema import LLM_OPTIONS_FIELDS
@@ -26,7 +27,7 @@ GRAPH_OPTIONS = {name for name, _, _ in LLM_OPTIONS_FIELDS}
 def value_of(settings: ServerSettings, flag: Flag) -> Any:
     """The settled value of ``flag``, wherever in the settings' sub-models it lives."""
     model = settings.models[0]
-    for holder in (settings, settings.media, model, model.scheduler, model.retrieval):
+    for holder in (settings, settings.media, model, model.scheduler, model.retrieval, model.images):
         if flag.field_name in type(holder).model_fields:
             return getattr(holder, flag.field_name)
     raise AssertionError(f"--{flag.name} is not a setting")
@@ -58,6 +59,10 @@ def sample(flag: Flag, tiny_llm: Path, tmp_path: Path) -> tuple[str, Any]:
         "responses_store": ("none", "none"),
         "cache_dir": (str(tmp_path), tmp_path),
         "voices": (f"alloy={_voice_file(tmp_path)}", {"alloy": _voice_file(tmp_path)}),
+        "max_resolution": ("1024x768", (1024, 768)),
+        "default_resolution": ("512x384", (512, 384)),
+        "resolution": ("512x512", ((512, 512),)),
+        "lora_adapters": (f"style={_voice_file(tmp_path)}", {"style": LoraAdapter(path=_voice_file(tmp_path))}),
     }
     if flag.name in special:
         return special[flag.name]
@@ -250,7 +255,7 @@ def test_literal_flags_offer_exactly_the_schema_choices() -> None:
 def _documented(default: Any, cell: str) -> bool:
     """Whether a README table's default cell states ``default``."""
     cell = cell.strip().strip("`'")
-    if default is None or default == [] or default == {}:  # "none", "disabled", "detected from ...": no value
+    if default is None or default in ([], {}, ()):  # "none", "disabled", "detected from ...": no value
         return cell not in {"true", "false"} and not re.fullmatch(r"[\d.]+", cell)
     if isinstance(default, bool):
         return cell == str(default).lower()
@@ -258,6 +263,8 @@ def _documented(default: Any, cell: str) -> bool:
         return re.fullmatch(r"[\d.]+", cell) is not None and float(cell) == default
     if isinstance(default, dict):
         return cell == json.dumps(default)
+    if isinstance(default, tuple) and len(default) == 2:  # a resolution, WIDTHxHEIGHT
+        return cell == f"{default[0]}x{default[1]}"
     return cell == str(default)
 
 
