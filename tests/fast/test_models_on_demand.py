@@ -180,7 +180,11 @@ async def test_an_idle_model_unloads_and_the_next_request_loads_it_again(
     await clock.advance(29)
     assert first.is_alive()  # not idle long enough
     await clock.advance(1.5)  # past the idle timeout, and the sampler's next tick
-    await eventually(lambda: not first.is_alive(), timeout=5)
+    unload = model.model.residency.unload_task
+    assert unload is not None  # started by the sampler's tick
+    # The unload to its end: its engine stops first, and the model is "unloading" until then.
+    await eventually(unload.done, timeout=5)
+    assert not first.is_alive()
     assert model.model.engine.state is EngineState.UNLOADED
     assert await state_of(served, "m") == "unloaded"
     async with served.client.get("/v2/health/ready") as response:
