@@ -1,7 +1,10 @@
-"""What OpenAI's chat and text-completion bodies share: the usage object, the error shape (see
-:mod:`ovserve.dialects.body` for how response models are written)."""
+"""What OpenAI's bodies share: chat and text completions' usage object, the error shape (see
+:mod:`ovserve.dialects.body` for how response models are written), and the check that a text
+field says something (:func:`saying`)."""
 
 from __future__ import annotations
+
+from pydantic import AfterValidator
 
 from ovserve.core.job import Usage as CoreUsage
 from ovserve.dialects.body import Body
@@ -48,3 +51,14 @@ class ErrorBody(Body):
     @classmethod
     def of(cls, error: OvserveError) -> ErrorBody:
         return cls(error=ErrorObject(message=error.message, type=error.error_type, param=error.param, code=error.code))
+
+
+def saying(what: str) -> AfterValidator:
+    """A text field's check that it is not blank: a blank one "must {what}" (a 400 naming it)."""
+
+    def not_blank(value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"must {what}")
+        return value
+
+    return AfterValidator(not_blank)

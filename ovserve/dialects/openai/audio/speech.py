@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ovserve.core.audio import encode_audio
 from ovserve.core.engine_work import ModelWork
 from ovserve.dialects.endpoint import Answer, RawBody
+from ovserve.dialects.openai.common import saying
 from ovserve.errors import BadRequestError, OvserveError, UnsupportedParameterError
 from ovserve.models.served import ModelRegistry, ServedModel
 
@@ -38,7 +39,7 @@ class SpeechRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: str = Field(min_length=1)
-    input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
+    input: Annotated[str, Field(min_length=1, max_length=MAX_INPUT_CHARS), saying("contain text to speak")]
     voice: str | None = None
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
     speed: float = Field(default=1.0, ge=0.25, le=4.0)
@@ -50,13 +51,6 @@ class SpeechRequest(BaseModel):
     def _voice_id(cls, value: Any) -> Any:
         if isinstance(value, dict) and set(value) == {"id"}:
             return value["id"]
-        return value
-
-    @field_validator("input")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must contain text to speak")
         return value
 
 

@@ -21,16 +21,20 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from multidict import MultiDictProxy
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ovserve.core.images import MAX_PARTIAL_IMAGES, ImageAsk
+from ovserve.dialects.openai.common import saying
 from ovserve.errors import BadRequestError, UnsupportedParameterError
 
 MAX_PROMPT_CHARS = 32_000  # OpenAI's limit for its GPT image models
 _SIZE = re.compile(r"(\d{1,5})x(\d{1,5})")
+# OVMS's extras the core takes under the same names.
+_PASSED_ON = ("guidance_scale", "rng_seed", "strength", "max_sequence_length", "prompt_2", "prompt_3",
+              "negative_prompt", "negative_prompt_2", "negative_prompt_3")  # fmt: skip
 # A file field of the edit form may carry this many images (OpenAI: up to 16 for its GPT models).
 _IMAGE_FIELDS = ("image", "image[]")
 
@@ -41,7 +45,7 @@ class ImageGenerationRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     model: str = Field(min_length=1)
-    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    prompt: Annotated[str, Field(min_length=1, max_length=MAX_PROMPT_CHARS), saying("describe the image")]
     n: int | None = Field(default=None, ge=1, le=1000)
     num_images_per_prompt: int | None = Field(default=None, ge=1, le=1000)
     size: str | None = None
@@ -80,13 +84,6 @@ class ImageGenerationRequest(BaseModel):
                 raise ValueError('must be a JSON object of adapter aliases and alphas, e.g. {"style": 0.7}') from None
         return value
 
-    @field_validator("prompt")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must describe the image")
-        return value
-
     @model_validator(mode="after")
     def _one_count(self) -> ImageGenerationRequest:
         if self.n is not None and self.num_images_per_prompt is not None and self.n != self.num_images_per_prompt:
@@ -116,15 +113,6 @@ class ImageGenerationRequest(BaseModel):
             size=self._size(),
             n=self.n or self.num_images_per_prompt or 1,
             steps=self.num_inference_steps,
-            guidance_scale=self.guidance_scale,
-            rng_seed=self.rng_seed,
-            strength=self.strength,
-            max_sequence_length=self.max_sequence_length,
-            prompt_2=self.prompt_2,
-            prompt_3=self.prompt_3,
-            negative_prompt=self.negative_prompt,
-            negative_prompt_2=self.negative_prompt_2,
-            negative_prompt_3=self.negative_prompt_3,
             adapter=adapter,
             lora_alphas=dict(self.lora_alphas or {}),
             output_format=self.output_format or "png",
@@ -132,6 +120,7 @@ class ImageGenerationRequest(BaseModel):
             partial_images=(self.partial_images or 0) if self.stream else 0,
             image=image,
             mask=mask,
+            **{name: getattr(self, name) for name in _PASSED_ON},
         )
 
     def _size(self) -> tuple[int, int] | None:
