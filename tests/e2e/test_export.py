@@ -22,8 +22,7 @@ import pytest
 
 from tests import images
 from tests.conftest import ROOT, Server, start_config_server
-from tests.e2e.test_graphs import OVMS_EXPORTED_GRAPH
-from tests.ovms import ovms_graph
+from tests.ovms import OVMS_EXPORTED_GRAPH, ovms_graph
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
 # Files a served model directory needs besides graph.pbtxt (IR, tokenizer IRs, HF configs).

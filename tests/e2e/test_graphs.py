@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from tests.conftest import ROOT, Server, start_config_server
+from tests.ovms import OVMS_EXPORTED_GRAPH
 
 GRAPHS = ROOT / "graphs"
 SERVED = ["tiny-llm", "tiny-llm-speculative", "tiny-llm-prompt-lookup", "tiny-llm-stateful"]
@@ -246,45 +247,6 @@ def test_num_assistant_tokens_precedence(tiny_llm: Path, tmp_path: Path) -> None
 
 
 # -- OVMS's export_model.py layout, unchanged ----------------------------------------------------
-
-OVMS_EXPORTED_GRAPH = """input_stream: "HTTP_REQUEST_PAYLOAD:input"
-output_stream: "HTTP_RESPONSE_PAYLOAD:output"
-
-node: {
-  name: "LLMExecutor"
-  calculator: "HttpLLMCalculator"
-  input_stream: "LOOPBACK:loopback"
-  input_stream: "HTTP_REQUEST_PAYLOAD:input"
-  input_side_packet: "LLM_NODE_RESOURCES:llm"
-  output_stream: "LOOPBACK:loopback"
-  output_stream: "HTTP_RESPONSE_PAYLOAD:output"
-  input_stream_info: {
-    tag_index: 'LOOPBACK:0',
-    back_edge: true
-  }
-  node_options: {
-      [type.googleapis.com / mediapipe.LLMCalculatorOptions]: {
-          models_path: "./",
-          plugin_config: '{"KV_CACHE_PRECISION": "u8"}',
-          enable_prefix_caching: false,
-          cache_size: 10,
-          max_num_seqs: 256,
-          device: "CPU",
-          # Speculative decoding configuration
-          draft_models_path: "./tiny-draft",
-      }
-  }
-  input_stream_handler {
-    input_stream_handler: "SyncSetInputStreamHandler",
-    options {
-      [mediapipe.SyncSetInputStreamHandlerOptions.ext] {
-        sync_set {
-          tag_index: "LOOPBACK:0"
-        }
-      }
-    }
-  }
-}"""
 
 
 def test_ovms_export_layout_loads_unchanged(demo_models: dict[str, Path], tmp_path: Path) -> None:
