@@ -26,8 +26,17 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.postgres import PostgresServer, postgres_server
+
 if TYPE_CHECKING:
     import openai
+
+# A test run writes its bytecode caches, whatever PYTHONDONTWRITEBYTECODE says (the Docker image
+# sets it, and so may the shell): without them each process of a run compiles ovserve from source
+# and pytest rewrites the asserts of every test module again, ~200 modules and ~4 s of CPU per
+# xdist worker before its first test. The caches are read even where they are not written (the
+# servers the e2e tests start, the CLI's subprocesses), and git ignores them.
+sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR = Path(os.environ.get("OVSERVE_TEST_MODELS", str(ROOT / "models")))
@@ -286,3 +295,11 @@ def tts_server(speech_models: dict[str, Path], tmp_path_factory: pytest.TempPath
     )  # fmt: skip
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the session, started on first use (about 4 s) in a temporary
+    directory (``tests/postgres.py``); each test takes a database of its own (``new_database``)."""
+    with postgres_server() as server:
+        yield server
