@@ -31,7 +31,7 @@ from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.images.adapter import ImagesEndpoint
 from ovserve.dialects.openai.load import LoadModelEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
-from ovserve.dialects.openai.responses.store import ResponseStore
+from ovserve.dialects.openai.responses.backends import open_store
 from ovserve.dialects.openai.retrieval.adapter import (
     DetokenizeEndpoint,
     EmbeddingsEndpoint,
@@ -173,7 +173,7 @@ def create_app(
     app[keys.TRANSCRIPTIONS] = TranscriptionEndpoint(AudioService(models, settings.max_audio_seconds))
     app[keys.SPEECH] = SpeechEndpoint(models)
     app[keys.IMAGES] = ImagesEndpoint(models)
-    store = ResponseStore(
+    store = open_store(
         settings.responses_store,
         max_count=settings.responses_store_max_count,
         max_bytes=int(settings.responses_store_max_mb * 1024 * 1024),
@@ -231,8 +231,11 @@ async def _media(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _response_store(app: web.Application) -> AsyncIterator[None]:
+    """A shared store's pool and schema set up before the first request (a fault there is counted,
+    and retried by the first call: the server starts either way)."""
+    await app[keys.RESPONSES].store.start()
     yield
-    app[keys.RESPONSES].store.close()
+    await app[keys.RESPONSES].store.aclose()
 
 
 async def _loop_lag(app: web.Application) -> AsyncIterator[None]:

@@ -17,6 +17,15 @@ if [ ! -f .venv/.ovserve-installed ] || [ pyproject.toml -nt .venv/.ovserve-inst
   python -m pip uninstall -q -y torchvision 2>/dev/null || true
   touch .venv/.ovserve-installed
 fi
+# PostgreSQL, for the Responses store's tests on that backend (tests/postgres.py starts one in a
+# temporary directory). Installed only where it is absent.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get install -y -q postgresql >/dev/null
+  else
+    sudo apt-get install -y -q postgresql >/dev/null
+  fi
+fi
 # The Claude Code CLI, which tests/e2e/test_claude_code.py runs against the server (the worked
 # example of docs/anthropic.md). Best effort: without npm or its registry that test is skipped.
 if command -v npm >/dev/null 2>&1 && ! command -v claude >/dev/null 2>&1; then

@@ -122,8 +122,10 @@ class ServerSettings(BaseModel):
         default="memory",
         min_length=1,
         description="where /v3/responses keeps stored responses (store: true, previous_response_id): 'memory' "
-        "(an in-process SQLite database, lost on restart), a SQLite file path (kept across restarts), or 'none' "
-        "(nothing is stored; previous_response_id is refused)",
+        "(an in-process SQLite database, lost on restart), a SQLite file path (kept across restarts), a PostgreSQL "
+        "URL 'postgresql://user@host:5432/db' (shared by replicas; the password from PGPASSWORD or PGPASSFILE "
+        "rather than the URL; needs ovserve[postgres]), or 'none' (nothing is stored; previous_response_id is "
+        "refused)",
     )
     responses_store_max_count: int = Field(
         default=10_000, ge=1, description="most stored responses; the least recently used are evicted beyond it"

@@ -19,6 +19,7 @@ from tests import images
 from tests.conftest import Server, start_server
 from tests.e2e.test_chat_completions import prompt_token_count
 from tests.openai_schema import validate
+from tests.postgres import PostgresServer
 
 GREEDY: dict[str, Any] = {"temperature": 0, "max_output_tokens": 12}
 WEATHER = {
@@ -120,10 +121,19 @@ def test_a_previous_response_id_chain_renders_the_same_prompt_as_the_full_histor
     assert client.responses.retrieve(previous).id == previous
 
 
-def test_stored_responses_survive_a_restart_and_respect_the_count_bound(tiny_llm: Path, tmp_path: Path) -> None:
-    database = tmp_path / "responses.db"
-    args = ("--responses_store", str(database), "--responses_store_max_count", "2")
-    server = start_server(tmp_path, tiny_llm, *args)
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_stored_responses_survive_a_restart_and_respect_the_count_bound(
+    tiny_llm: Path, tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    env: dict[str, str] = {}
+    if backend == "sqlite":
+        database = str(tmp_path / "responses.db")
+    else:  # the password from the environment, as a deployment passes it, not in the URL
+        postgres: PostgresServer = request.getfixturevalue("postgres")
+        database = postgres.new_database().replace(f":{postgres.password}@", "@")
+        env["PGPASSWORD"] = postgres.password
+    args = ("--responses_store", database, "--responses_store_max_count", "2")
+    server = start_server(tmp_path, tiny_llm, *args, env=env)
     try:
         client = server.client()
         first = client.responses.create(model="tiny-llm", input="one", **GREEDY)
@@ -132,7 +142,7 @@ def test_stored_responses_survive_a_restart_and_respect_the_count_bound(tiny_llm
             client.responses.retrieve(first.id)  # the least recently used of three, with room for two
     finally:
         server.stop()
-    restarted = start_server(tmp_path, tiny_llm, *args)
+    restarted = start_server(tmp_path, tiny_llm, *args, env=env)
     try:
         client = restarted.client()
         assert client.responses.retrieve(kept[1].id).output_text == kept[1].output_text

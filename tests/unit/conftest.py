@@ -1,12 +1,13 @@
-"""Fixtures shared by the unit tests: the Responses stores a test opens, closed after it."""
+"""Fixtures shared by the unit tests: the Responses stores a test opens, closed after it
+(the session's PostgreSQL server is ``postgres`` in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
-from ovserve.dialects.openai.responses.store import ResponseStore
+from ovserve.dialects.openai.responses.backends import Store
 
 
 def stored_response(response_id: str, text: str = "") -> dict[str, str]:
@@ -15,9 +16,9 @@ def stored_response(response_id: str, text: str = "") -> dict[str, str]:
 
 
 @pytest.fixture
-def stores() -> Iterator[list[ResponseStore]]:
+async def stores() -> AsyncIterator[list[Store]]:
     """The stores a test opened (it appends them): each closed after the test."""
-    opened: list[ResponseStore] = []
+    opened: list[Store] = []
     yield opened
     for store in opened:
-        store.close()
+        await store.aclose()

@@ -1,5 +1,7 @@
 """The Responses conversation store: bounds (and a file store's disk footprint), least-recently-used
-eviction, persistence, owners. Faults: ``test_response_store_faults.py``."""
+eviction, persistence, owners. The tests of semantics run on both backends (``location``: SQLite in
+memory, and a new database on a real PostgreSQL server); the SQLite file's own tests on it alone.
+Faults: ``test_response_store_faults.py``; PostgreSQL's own: ``test_response_store_postgres.py``."""
 
 from __future__ import annotations
 
@@ -8,21 +10,42 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
+from ovserve.dialects.openai.responses.backends import Store
+from ovserve.dialects.openai.responses.backends import open_store as open_backend
 from ovserve.dialects.openai.responses.store import DISABLED, FOOTPRINT_MARGIN, MEMORY, OPEN_OWNER, ResponseStore
+from tests.postgres import PostgresServer
 from tests.unit.conftest import stored_response
 
 ME = "a" * 64  # owners are key digests (SHA-256 hex) or OPEN_OWNER
 OTHER = "b" * 64
 
 
-def open_store(stores: list[ResponseStore], location: str = MEMORY, **bounds: int) -> ResponseStore:
+def open_store(stores: list[Store], location: str = MEMORY, **bounds: int) -> ResponseStore:
     store = ResponseStore(location, max_count=bounds.get("max_count", 100), max_bytes=bounds.get("max_bytes", 10**6))
     stores.append(store)
     return store
 
 
-async def test_a_stored_response_comes_back_with_its_conversation(stores) -> None:
-    store = open_store(stores)
+def open_any(stores: list[Store], location: str, **bounds: int) -> Store:
+    """A store of either backend (``location`` names it)."""
+    store = open_backend(location, max_count=bounds.get("max_count", 100), max_bytes=bounds.get("max_bytes", 10**6))
+    stores.append(store)
+    return store
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest) -> str:
+    """Where a backend-agnostic test's store is: SQLite in memory, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return MEMORY
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.new_database()
+
+
+async def test_a_stored_response_comes_back_with_its_conversation(stores, location: str) -> None:
+    store = open_any(stores, location)
     conversation = [{"role": "user", "content": "hi"}, {"type": "message", "role": "assistant", "content": []}]
     await store.put(stored_response("resp_1"), conversation, owner=ME)
     stored = await store.get("resp_1", owner=ME)
@@ -30,8 +53,8 @@ async def test_a_stored_response_comes_back_with_its_conversation(stores) -> Non
     assert await store.get("resp_unknown", owner=ME) is None
 
 
-async def test_count_bound_evicts_the_least_recently_used(stores) -> None:
-    store = open_store(stores, max_count=3)
+async def test_count_bound_evicts_the_least_recently_used(stores, location: str) -> None:
+    store = open_any(stores, location, max_count=3)
     for name in ("a", "b", "c"):
         await store.put(stored_response(name), [], owner=ME)
     assert await store.get("a", owner=ME) is not None  # a is now more recent than b
@@ -41,8 +64,8 @@ async def test_count_bound_evicts_the_least_recently_used(stores) -> None:
     assert (await store.stats())[0] == 3
 
 
-async def test_byte_bound_evicts_until_the_total_fits(stores) -> None:
-    store = open_store(stores, max_bytes=3_000)
+async def test_byte_bound_evicts_until_the_total_fits(stores, location: str) -> None:
+    store = open_any(stores, location, max_bytes=3_000)
     for index in range(5):
         await store.put(stored_response(f"r{index}", "x" * 900), [], owner=ME)
     count, size = await store.stats()
@@ -50,8 +73,8 @@ async def test_byte_bound_evicts_until_the_total_fits(stores) -> None:
     assert await store.get("r0", owner=ME) is None and await store.get("r4", owner=ME) is not None
 
 
-async def test_delete_removes_only_that_response(stores) -> None:
-    store = open_store(stores)
+async def test_delete_removes_only_that_response(stores, location: str) -> None:
+    store = open_any(stores, location)
     await store.put(stored_response("a"), [], owner=ME)
     await store.put(stored_response("b"), [], owner=ME)
     assert await store.delete("a", owner=ME) is True
@@ -130,8 +153,8 @@ def test_none_is_a_disabled_store(stores) -> None:
     assert open_store(stores).enabled is True
 
 
-async def test_another_owners_response_is_as_unknown_and_survives_their_delete(stores) -> None:
-    store = open_store(stores)
+async def test_another_owners_response_is_as_unknown_and_survives_their_delete(stores, location: str) -> None:
+    store = open_any(stores, location)
     await store.put(stored_response("mine", "secret"), [{"role": "user", "content": "secret"}], owner=ME)
     assert await store.get("mine", owner=OTHER) is None
     assert await store.get("mine", owner=OTHER, conversation=False) is None

@@ -51,6 +51,7 @@ from ovserve.core.conversation import (
     ToolChoice,
 )
 from ovserve.dialects.body import EncodedBody
+from ovserve.dialects.openai.responses.backends import Store
 from ovserve.dialects.openai.responses.events import OutputBuilder, new_id
 from ovserve.dialects.openai.responses.request import (
     FunctionCallItem,
@@ -87,7 +88,7 @@ from ovserve.dialects.openai.responses.response import (
     TextFormat,
     TextFormatText,
 )
-from ovserve.dialects.openai.responses.store import ResponseStore, StoreFault
+from ovserve.dialects.openai.responses.store import StoreFault
 from ovserve.errors import BadRequestError, NotFoundError, OvserveError, ServiceUnavailableError
 
 # Seconds a client is asked to wait after a store fault: a disk that filled up or went away is
@@ -228,7 +229,7 @@ class ResponsesEndpoint:
     """The Responses dialect, as the HTTP layer drives it (``ovserve.api.envelope``), plus
     ``GET`` and ``DELETE`` of stored responses."""
 
-    def __init__(self, generation: ChatGeneration, store: ResponseStore) -> None:
+    def __init__(self, generation: ChatGeneration, store: Store) -> None:
         self.generation = generation
         self.store = store
 

@@ -475,6 +475,12 @@ class ResponseStore:
         """(responses, bytes of JSON) stored now."""
         return await self._run(HOUSEKEEPING, self._stats)
 
+    async def start(self) -> None:  # the database opened in the constructor
+        pass
+
+    async def aclose(self) -> None:
+        self.close()
+
     def close(self) -> None:
         if self._thread is not None:
             self._thread.submit(self._drop).result()

@@ -1,0 +1,97 @@
+"""The Responses store's PostgreSQL backend, where it differs from SQLite: replicas sharing one
+database, the versioned schema, the password kept out of logs, and a database that is down (a
+bounded wait, then a counted :class:`StoreFault`, never a hang). Semantics shared with SQLite are
+tested on both backends in ``test_response_store.py``."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import psycopg
+import pytest
+
+from ovserve.dialects.openai.responses.backends import Store
+from ovserve.dialects.openai.responses.store import GET, HOUSEKEEPING, PUT, StoreFault
+from ovserve.dialects.openai.responses.store_postgres import (
+    SCHEMA_VERSION,
+    PostgresResponseStore,
+    redacted,
+)
+from tests.postgres import PostgresServer, _free_port
+from tests.unit.conftest import stored_response
+
+ME = "a" * 64
+
+
+def open_store(stores: list[Store], url: str, *, pool_timeout: float = 5.0, **bounds: int) -> PostgresResponseStore:
+    store = PostgresResponseStore(
+        url, max_count=bounds.get("max_count", 100), max_bytes=bounds.get("max_bytes", 10**6), pool_timeout=pool_timeout
+    )
+    stores.append(store)
+    return store
+
+
+async def test_two_replicas_on_one_database_continue_each_others_responses(stores, postgres: PostgresServer) -> None:
+    url = postgres.new_database()
+    first, second = open_store(stores, url), open_store(stores, url)
+    await first.start()
+    await second.start()
+    await first.put(stored_response("resp_1", "hello"), [{"role": "user", "content": "hi"}], owner=ME)
+    stored = await second.get("resp_1", owner=ME)
+    assert stored is not None and stored.conversation == [{"role": "user", "content": "hi"}]
+    assert await second.delete("resp_1", owner=ME) is True
+    assert await first.get("resp_1", owner=ME) is None
+
+
+async def test_the_schema_is_versioned_and_a_restart_with_smaller_bounds_applies_them(
+    stores, postgres: PostgresServer
+) -> None:
+    url = postgres.new_database()
+    store = open_store(stores, url)
+    for name in ("a", "b", "c", "d"):
+        await store.put(stored_response(name), [], owner=ME)
+    await store.aclose()
+    with psycopg.connect(url) as db:
+        assert db.execute("SELECT version FROM ovserve_schema_version").fetchall() == [(SCHEMA_VERSION,)]
+    smaller = open_store(stores, url, max_count=2)
+    await smaller.start()
+    assert await smaller.stats() == (2, 2 * len('{"id": "a", "object": "response", "text": ""}') + 2 * len("[]"))
+    assert [await smaller.get(name, owner=ME) is not None for name in "abcd"] == [False, False, True, True]
+    assert smaller.failures[HOUSEKEEPING] == 0
+
+
+async def test_a_database_of_a_newer_schema_is_a_fault_not_an_overwrite(stores, postgres: PostgresServer) -> None:
+    url = postgres.new_database()
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("CREATE TABLE ovserve_schema_version (version integer NOT NULL)")
+        db.execute("INSERT INTO ovserve_schema_version VALUES (%s)", (SCHEMA_VERSION + 1,))
+    store = open_store(stores, url)
+    with pytest.raises(StoreFault):
+        await store.put(stored_response("a"), [], owner=ME)
+    assert store.failures[PUT] == 1
+
+
+async def test_a_database_that_is_down_is_a_counted_fault_within_the_bound(
+    stores, postgres: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Nothing listens on this port: every connection attempt is refused.
+    url = f"postgresql://postgres:{postgres.password}@127.0.0.1:{_free_port()}/postgres"
+    store = open_store(stores, url, pool_timeout=0.5)  # the default (5 s) is the same wait, longer
+    with caplog.at_level(logging.INFO):
+        await store.start()  # the server starts either way
+        began = time.monotonic()
+        with pytest.raises(StoreFault):
+            await store.put(stored_response("a"), [], owner=ME)
+        with pytest.raises(StoreFault):
+            await store.get("a", owner=ME)
+        waited = time.monotonic() - began
+    assert waited < 2 * (store.pool_timeout + 1)  # each call: the pool's wait, not CALL_TIMEOUT_S
+    assert (store.failures[HOUSEKEEPING], store.failures[PUT], store.failures[GET]) == (1, 1, 1)
+    assert "responses store: housekeeping failed" in caplog.text  # once a minute: the first only
+    assert postgres.password not in caplog.text and postgres.password not in store.location
+
+
+def test_the_location_shown_has_no_password() -> None:
+    assert redacted("postgresql://ovserve:s3cret@db.example:5433/chat") == "postgresql://ovserve@db.example:5433/chat"
+    assert "s3cret" not in redacted("host=db password=s3cret dbname=chat")
