@@ -9,13 +9,17 @@ password authentication (so a URL's password is exercised), and without fsync (a
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
+import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -71,20 +75,58 @@ def postgres_server() -> Iterator[PostgresServer]:
     password_file = base / "password"
     password_file.write_text(password)
     as_user: list[str] = []
+    account: pwd.struct_passwd | None = None
     if os.geteuid() == 0:  # initdb and postgres refuse root: run them as the package's account
         as_user = ["runuser", "-u", "postgres", "--"]
+        account = pwd.getpwnam("postgres")
         shutil.chown(base, "postgres")
         shutil.chown(password_file, "postgres")
     port = _free_port()
+    initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=scram-sha-256"]
+    subprocess.run([*as_user, *initdb, f"--pwfile={password_file}"], check=True, capture_output=True, timeout=60)
 
-    def run(*command: str) -> None:
-        subprocess.run([*as_user, *command], check=True, capture_output=True, timeout=60)
+    def become_postgres() -> None:
+        """In the server's child, before exec: the postgres account, then SIGKILL when the test
+        process dies however it dies, so no server outlives the run (pg_ctl's would: it daemonises;
+        the signal is set after the change of user, which clears it)."""
+        if account is not None:
+            os.setgid(account.pw_gid)
+            os.setuid(account.pw_uid)
+        if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
-    run(str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=scram-sha-256", f"--pwfile={password_file}")
-    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off"
-    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "start")
+    options = ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off"]
+    with (base / "log").open("wb") as log:
+        server = subprocess.Popen(
+            [str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(base), *options],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=become_postgres,
+        )
     try:
-        yield PostgresServer(port, password)
+        running = PostgresServer(port, password)
+        _wait_ready(running, server)
+        yield running
     finally:
-        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+        server.send_signal(signal.SIGINT)  # a fast shutdown: open sessions are ended
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
         shutil.rmtree(base, ignore_errors=True)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _wait_ready(server: PostgresServer, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            psycopg.connect(server.url(), connect_timeout=2).close()
+            return
+        except psycopg.OperationalError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)  # polling for the server to accept connections; not a fix for a race
