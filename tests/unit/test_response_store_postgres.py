@@ -95,3 +95,19 @@ async def test_a_database_that_is_down_is_a_counted_fault_within_the_bound(
 def test_the_location_shown_has_no_password() -> None:
     assert redacted("postgresql://ovserve:s3cret@db.example:5433/chat") == "postgresql://ovserve@db.example:5433/chat"
     assert "s3cret" not in redacted("host=db password=s3cret dbname=chat")
+
+
+async def test_connections_the_database_ended_are_replaced_without_a_fault(stores, postgres: PostgresServer) -> None:
+    url = postgres.new_database()
+    store = open_store(stores, url)
+    await store.put(stored_response("a"), [], owner=ME)
+    # What a restart of the database does to the pool's open connections.
+    with psycopg.connect(url, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert ended is not None and ended[0] >= 1
+    assert await store.get("a", owner=ME) is not None
+    assert await store.put(stored_response("b"), [], owner=ME) is True
+    assert store.failures == {"put": 0, "get": 0, "delete": 0, "housekeeping": 0}

@@ -24,8 +24,8 @@ call :data:`CALL_TIMEOUT_S`; past any of them the call is a counted :class:`Stor
 Faults: the database down, restarting, unreachable, full or read-only (psycopg's
 ``OperationalError`` and its ``PoolTimeout``, a read-only transaction, a timeout) are counted in
 :attr:`failures` by operation, logged at most once a minute, and raised as :class:`StoreFault`;
-errors in a statement stay errors. The pool replaces broken connections, so the store heals when
-the database is back. The LRU mark of a read and the schema set-up at start count under
+errors in a statement stay errors. The pool checks a connection before lending it and replaces
+broken ones, so the store heals when the database is back, with no fault for a restart it missed. The LRU mark of a read and the schema set-up at start count under
 ``housekeeping``; a set-up that failed is retried by the next call.
 
 Schema: created and migrated by the server under an advisory lock (replicas starting together
@@ -168,6 +168,9 @@ class PostgresResponseStore:
                 max_size=POOL_MAX,
                 timeout=self.pool_timeout,
                 kwargs={"autocommit": True},
+                # A pooled connection is checked (one round trip) before each call: after the
+                # database restarts, the first call gets a new connection instead of a fault.
+                check=AsyncConnectionPool.check_connection,
                 name="ovserve-responses",
                 open=False,
             )
