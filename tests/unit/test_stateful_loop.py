@@ -30,8 +30,10 @@ PARAMS = GenerationParams(
 
 
 def received(conn) -> list[Event]:  # type: ignore[no-untyped-def]
+    """Every event sent so far: each test calls it once its sender is done (the loop's thread
+    joined, or the reply written before ``_on_command_received`` returned), so none is on its way."""
     events: list[Event] = []
-    while conn.poll(0.5):
+    while conn.poll():
         events.extend(conn.recv())
     return events
 
