@@ -155,7 +155,7 @@ class ImageSettings(BaseModel):
     composite_lora_adapters: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         json_schema_extra={"flag": False},  # a graph's (or config's) only: no flag for a nested mapping
-        description="images: mixes of lora_adapters by alias: {alias: {adapter alias: weight}}"
+        description="images: mixes of lora_adapters by alias: {alias: {adapter alias: weight}}",
     )
     max_pixel_steps: int = Field(
         default=4 * 1024 * 1024 * 50,
