@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,16 +162,18 @@ def test_a_stopped_process_reads_as_stopped_and_a_reaped_one_as_nothing(sleeper:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_spawned_engine_counts_the_cpu_of_all_its_threads() -> None:
     # The main thread waits while another works, as an engine's waits on OpenVINO's worker threads.
-    process = multiprocessing.get_context("spawn").Process(target=_work_on_a_thread, args=(30.0,), daemon=True)
+    context = multiprocessing.get_context("spawn")
+    working = context.Event()
+    process = context.Process(target=_work_on_a_thread, args=(30.0, working), daemon=True)
     process.start()
     engine = SpawnedEngine(process)
     try:
+        # From the moment the main thread waits (its start-up would count as work of its own).
+        assert working.wait(60), "the spawned interpreter never started its worker thread"
         first = engine.sample()
-        while first is None or first.cpu_seconds == 0:  # until the spawned interpreter runs
-            time.sleep(0.05)
-            first = engine.sample()
+        assert first is not None
         started = time.monotonic()
-        time.sleep(1.0)
+        time.sleep(0.25)  # a window of 25 clock ticks: a thread at work on a crowded core fills several
         second = engine.sample()
         elapsed = time.monotonic() - started
         assert second is not None and not second.halted
@@ -181,9 +184,10 @@ def test_a_spawned_engine_counts_the_cpu_of_all_its_threads() -> None:
     assert engine.sample() is None  # reaped: nothing to read, not another process's numbers
 
 
-def _work_on_a_thread(seconds: float) -> None:
+def _work_on_a_thread(seconds: float, working: Any) -> None:
     def work() -> None:
         deadline = time.monotonic() + seconds
+        working.set()
         while time.monotonic() < deadline:
             sum(range(1_000))
 
