@@ -11,21 +11,23 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from pydantic import ValidationError
 
 from ovserve import export, parse_cli
-from ovserve.api import keys
-from ovserve.api.auth import ApiKeys
-from ovserve.api.connection import TimedServer
-from ovserve.app import create_app, load_models
 from ovserve.engine.memory import pin_malloc_thresholds
 from ovserve.errors import ServiceUnavailableError, complaints
 from ovserve.settings.flags import ENV_PREFIX, flags
 from ovserve.settings.graph import GraphError
 from ovserve.settings.schema import ModelSettings, ServerSettings, models_from_config
+
+# The server itself (the app, its routes and dialects, aiohttp) is imported where it is served:
+# `ovserve parse`, `ovserve export` and a settings mistake start without it (~1 s of CPU less).
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from ovserve.api.auth import ApiKeys
 
 log = logging.getLogger("ovserve")
 
@@ -156,6 +158,11 @@ def _is_loopback(host: str) -> bool:
 
 
 async def serve(settings: ServerSettings, api_keys: ApiKeys) -> int:
+    from aiohttp import web
+
+    from ovserve.api.connection import TimedServer
+    from ovserve.app import create_app, load_models
+
     loop = asyncio.get_running_loop()
     if api_keys.enabled:
         source = f" (and {settings.api_key_file})" if settings.api_key_file else ""
@@ -214,6 +221,8 @@ async def serve(settings: ServerSettings, api_keys: ApiKeys) -> int:
 async def _drain(app: web.Application, timeout: float) -> None:
     """Readiness and new requests 503 at once; requests in flight get ``timeout`` seconds, then
     what is left is ended (streams: an error event and [DONE]). A second signal ends the wait."""
+    from ovserve.api import keys
+
     drain = app[keys.DRAIN]
     drain.begin()
     log.info("draining: %d request(s) in flight, up to %g s (--drain_timeout)", drain.inflight, timeout)
@@ -268,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             "--api_key on the command line is readable by every local user (ps, /proc/<pid>/cmdline); "
             "prefer --api_key_file or the OVSERVE_API_KEY environment variable"
         )
+    from ovserve.api.auth import ApiKeys
+
     try:
         api_keys = ApiKeys(settings.api_key, settings.api_key_file)
     except (OSError, UnicodeError) as exc:
