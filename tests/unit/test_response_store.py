@@ -99,6 +99,31 @@ async def test_a_file_store_survives_a_reopen_and_applies_new_bounds(stores, tmp
     assert await reopened.get("c", owner=ME) is None and await reopened.get("a", owner=ME) is not None
 
 
+async def test_the_totals_its_writes_keep_are_the_rows_it_holds(stores, tmp_path: Path) -> None:
+    """A SQLite store counts its rows once per connection and keeps the totals with each write:
+    after replacements, evictions by either bound, deletes, and a write of another connection to
+    the same file, they are still what a count finds, and the bounds hold."""
+    path = tmp_path / "responses.db"
+    store = open_store(stores, str(path), max_count=5, max_bytes=10**6)
+    smaller = open_store(stores, max_count=5, max_bytes=2_000)
+    for n in range(60):
+        for one in (store, smaller):
+            # Seven ids: some writes replace a row, others add one and evict another.
+            await one.put(stored_response(f"r{n % 7}", "x" * (n * 53 % 700)), [], owner=ME)
+            if n % 9 == 0:
+                await one.delete(f"r{(n + 3) % 7}", owner=ME)
+            count, size = await one.stats()
+            assert count <= 5 and size <= one.max_bytes
+            assert one._totals is None or one._totals[1:] == (count, size)
+        if n == 30:  # another connection deletes rows: the store counts again
+            with contextlib.closing(sqlite3.connect(path)) as other:
+                other.execute("DELETE FROM responses WHERE id IN ('r0', 'r1')")
+                other.commit()
+    for name in ("big1", "big2", "big3"):  # the byte bound, from the kept totals: two fit
+        await smaller.put(stored_response(name, "x" * 900), [], owner=ME)
+    assert await smaller.stats() == (2, 2 * len(json.dumps(stored_response("big1", "x" * 900)) + "[]"))
+
+
 def footprint(path: Path) -> int:
     """What the store takes on disk: the database, its WAL and the WAL's index."""
     files = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]

@@ -127,6 +127,8 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 CREATE INDEX IF NOT EXISTS responses_used ON responses (used);
 """
+_OLDEST = "SELECT id, size FROM responses ORDER BY used LIMIT 1"  # the next to evict (responses_used)
+_TOTALS = "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses"
 
 T = TypeVar("T")
 
@@ -250,6 +252,7 @@ class ResponseStore:
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
         self._db: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None  # the file the connection opened
+        self._totals: tuple[int, int, int] | None = None  # the connection's data_version, rows, bytes
         self._clock = 0
         self._faults = _FaultLog()
         if self.enabled:
@@ -306,7 +309,7 @@ class ResponseStore:
             self._drop()
 
     def _drop(self) -> None:
-        db, self._db, self._identity = self._db, None, None
+        db, self._db, self._identity, self._totals = self._db, None, None, None
         if db is not None:
             with contextlib.suppress(sqlite3.Error):
                 db.close()
@@ -328,7 +331,7 @@ class ResponseStore:
 
     def _open(self) -> None:
         """Open (or create) the database and make it the store's connection."""
-        path = self._path
+        path, self._totals = self._path, None
         if path is None:
             db = sqlite3.connect(":memory:", isolation_level=None)
         else:
@@ -358,8 +361,9 @@ class ResponseStore:
                     log.info("responses store: %s converted to auto_vacuum=FULL", path)
                 # A restart with smaller bounds applies them at once.
                 db.execute("BEGIN")
-                self._evict(db)
+                totals = self._evict(db, self._counted(db))
                 db.execute("COMMIT")
+                self._totals = totals
             self._after_write(db)
         except BaseException:
             db.close()
@@ -389,16 +393,28 @@ class ResponseStore:
             return False
         response_id = response_object["id"]
         db.execute("BEGIN")  # the row and the evictions it causes: all or nothing
+        version, count, total = self._counted(db)
+        replaced = db.execute("SELECT size FROM responses WHERE id = ?", (response_id,)).fetchone()
         db.execute(
             "INSERT OR REPLACE INTO responses (id, used, size, response, conversation, owner)"
             " VALUES (?, ?, ?, ?, ?, ?)",
             (response_id, self._tick(), size, response, conversation, owner),
         )
-        self._evict(db)
+        count, total = (count, total - replaced[0] + size) if replaced else (count + 1, total + size)
+        totals = self._evict(db, (version, count, total))
         kept = db.execute("SELECT 1 FROM responses WHERE id = ?", (response_id,)).fetchone() is not None
         db.execute("COMMIT")
+        self._totals = totals  # only once committed: a write that failed changed nothing
         self._after_write(db)
         return kept
+
+    def _counted(self, db: sqlite3.Connection) -> tuple[int, int, int]:
+        """``PRAGMA data_version``, rows and bytes stored: counted once per connection, then kept by its
+        writes (a count per write cost a full store more than the write), again when another wrote."""
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        if self._totals is None or self._totals[0] != version:
+            self._totals = (version, *db.execute(_TOTALS).fetchone())
+        return self._totals
 
     def _over_bounds(self, db: sqlite3.Connection, count: int, total: int) -> bool:
         if count > self.max_count or total > self.max_bytes:
@@ -409,18 +425,16 @@ class ResponseStore:
         pages = db.execute("PRAGMA page_count").fetchone()[0] - db.execute("PRAGMA freelist_count").fetchone()[0]
         return bool(pages * db.execute("PRAGMA page_size").fetchone()[0] > self._db_bytes)
 
-    def _evict(self, db: sqlite3.Connection) -> None:
-        """Delete the least recently used rows until the bounds hold (inside the caller's transaction)."""
-        count, total = db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses").fetchone()
-        if not self._over_bounds(db, count, total):
-            return
-        evicted = 0
-        for response_id, size in db.execute("SELECT id, size FROM responses ORDER BY used").fetchall():
-            db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
-            count, total, evicted = count - 1, total - size, evicted + 1
-            if not self._over_bounds(db, count, total):
-                break
-        log.debug("responses store: evicted %d responses (now %d, %d bytes)", evicted, count, total)
+    def _evict(self, db: sqlite3.Connection, totals: tuple[int, int, int]) -> tuple[int, int, int]:
+        """Evict the least recently used rows until the bounds hold (in the caller's transaction)."""
+        (version, count, total), evicted = totals, 0
+        # The oldest row, one at a time (an index lookup): a full store evicts about one per write.
+        while self._over_bounds(db, count, total) and (oldest := db.execute(_OLDEST).fetchone()):
+            db.execute("DELETE FROM responses WHERE id = ?", (oldest[0],))
+            count, total, evicted = count - 1, total - oldest[1], evicted + 1
+        if evicted:
+            log.debug("responses store: evicted %d responses (now %d, %d bytes)", evicted, count, total)
+        return version, count, total
 
     def _get(self, db: sqlite3.Connection, response_id: str, owner: str, conversation: bool) -> StoredResponse | None:
         column = "response, conversation" if conversation else "response, '[]'"
@@ -437,12 +451,9 @@ class ResponseStore:
     def _delete(self, db: sqlite3.Connection, response_id: str, owner: str) -> bool:
         deleted = db.execute("DELETE FROM responses WHERE id = ? AND owner = ?", (response_id, owner)).rowcount > 0
         if deleted:
+            self._totals = None  # counted again at the next write
             self._after_write(db)
         return deleted
-
-    def _stats(self, db: sqlite3.Connection) -> tuple[int, int]:
-        count, total = db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses").fetchone()
-        return int(count), int(total)
 
     # -- the event loop's side -------------------------------------------------------------
 
@@ -472,8 +483,9 @@ class ResponseStore:
         return await self._run(DELETE, self._delete, response_id, owner)
 
     async def stats(self) -> tuple[int, int]:
-        """(responses, bytes of JSON) stored now."""
-        return await self._run(HOUSEKEEPING, self._stats)
+        """(responses, bytes of JSON) stored now, counted (not the totals the writes keep)."""
+        count, total = await self._run(HOUSEKEEPING, lambda db: db.execute(_TOTALS).fetchone())
+        return int(count), int(total)
 
     async def start(self) -> None:  # the database opened in the constructor
         pass
