@@ -27,6 +27,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import file_order
 from tests.postgres import PostgresServer, postgres_server
 
 if TYPE_CHECKING:
@@ -44,6 +45,10 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR = Path(os.environ.get("OVSERVE_TEST_MODELS", str(ROOT / "models")))
 # A busy machine (a CI neighbour, two CPU-bound processes) can take minutes to load a model.
 STARTUP_TIMEOUT_S = 300.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(file_order, "ovserve-file-order")  # the slowest test files first
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
