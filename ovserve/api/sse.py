@@ -5,6 +5,9 @@ and Messages APIs (:class:`NamedEventWriter`): an ``event:`` line naming each ev
 before its ``data:`` line, and no ``[DONE]`` (the last event, ``response.completed`` or
 ``message_stop``, says it).
 
+A :class:`~ovserve.dialects.body.Burst` (events a stream has at one moment) is written in one
+write: its events' frames, each as if it came alone, one after the other.
+
 Keep-alive: a writer whose class sets :attr:`SSEWriter.keepalive` writes that frame whenever
 nothing was written for :attr:`SSEWriter.keepalive_interval` seconds (a long prompt's prefill, a
 slow step), so proxies and clients with idle timeouts keep the connection. One event-loop timer
@@ -23,7 +26,7 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
-from ovserve.dialects.body import Body, EncodedBody
+from ovserve.dialects.body import Body, Burst, EncodedBody
 
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
@@ -62,7 +65,14 @@ class SSEWriter:
             self._arm(self.keepalive_interval)
 
     async def send(self, payload: Any) -> None:
-        await self._write(f"data: {dumps(payload)}\n\n".encode())
+        if isinstance(payload, Burst):
+            await self._write("".join(self.frame(event) for event in payload.events).encode())
+        else:
+            await self._write(self.frame(payload).encode())
+
+    def frame(self, payload: Any) -> str:
+        """One event as the stream writes it."""
+        return f"data: {dumps(payload)}\n\n"
 
     async def done(self) -> None:
         await self._write(b"data: [DONE]\n\n")
@@ -115,9 +125,9 @@ class SSEWriter:
 class NamedEventWriter(SSEWriter):
     keepalive = b": ping\n\n"
 
-    async def send(self, payload: Any) -> None:
+    def frame(self, payload: Any) -> str:
         kind = payload.type  # every named event is a response model (or its encoding) with its "type"
-        await self._write(f"event: {kind}\ndata: {dumps(payload)}\n\n".encode())
+        return f"event: {kind}\ndata: {dumps(payload)}\n\n"
 
     async def done(self) -> None:
         await self._end()

@@ -12,6 +12,9 @@ encoded once per stream with holes where each event's values go, and :class:`Enc
 filled-in text, which is byte for byte the model's encoding of the same values (each dialect's
 stream has a property test that compares the two: tests/unit/test_stream_templates.py,
 tests/unit/test_chat_text_chunks.py). Every other event goes through the models.
+
+Events a stream has at one moment (a response's opening events, the events that close it) travel
+as one :class:`Burst`: the stream writer frames each as usual and writes them together.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 # A JSON object the client wrote and a body echoes (a tool's parameters schema, a JSON schema).
 from ovserve.json_types import JsonObject
 
-__all__ = ["NUMBER_HOLE", "Body", "EncodedBody", "JsonObject", "Template", "json_string", "text_hole"]
+__all__ = ["NUMBER_HOLE", "Body", "Burst", "EncodedBody", "JsonObject", "Template", "json_string", "text_hole"]
 
 
 class Body(BaseModel):
@@ -54,6 +57,16 @@ class EncodedBody:
 
     def encode(self) -> str:
         return self.text
+
+
+@dataclass(frozen=True, slots=True)
+class Burst:
+    """Events a stream has at the same moment, written to the client in one write, each framed as
+    if it came alone (the bytes on the wire are the same). A write is a system call and, on the
+    client's side, a wake-up: a Responses stream wrote the eight events around its text one by one,
+    and at 16 streams that was most of its CPU per token above chat's (docs/performance.md)."""
+
+    events: tuple[Body | EncodedBody, ...]
 
 
 def json_string(text: str) -> str:

@@ -8,7 +8,8 @@ can before any engine work; the envelope then admits the work, holds the model's
 (and :meth:`Endpoint.failure_event` for the last event of a stream that failed after its first
 byte). An answer is one of the dialect's response models, a body already encoded from one
 (:class:`~ovserve.dialects.body.EncodedBody`), or :class:`RawBody` for what is not JSON (audio,
-subtitles, plain text). :class:`UnaryEndpoint` is the base of endpoints that never stream.
+subtitles, plain text); a stream may also yield a :class:`~ovserve.dialects.body.Burst`, events
+written together. :class:`UnaryEndpoint` is the base of endpoints that never stream.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from ovserve.core.engine_work import ModelWork
-from ovserve.dialects.body import Body, EncodedBody
+from ovserve.dialects.body import Body, Burst, EncodedBody
 from ovserve.errors import OvserveError
 from ovserve.models.served import ModelRegistry
 
@@ -36,6 +37,7 @@ class RawBody:
 
 
 Answer = Body | EncodedBody | RawBody
+StreamItem = Answer | Burst  # what a stream yields: one answer, or events written together
 WorkT = TypeVar("WorkT", bound=ModelWork, covariant=True)
 
 
@@ -74,7 +76,7 @@ class Endpoint(Protocol[ParsedT, CallT]):
     async def complete(self, call: CallT, /) -> Answer:
         """The unary answer."""
 
-    def stream(self, call: CallT, /) -> AsyncIterator[Answer]:
+    def stream(self, call: CallT, /) -> AsyncIterator[StreamItem]:
         """The stream's events, in order."""
 
     def failure_event(self, call: CallT, error: OvserveError, /) -> Answer:
@@ -88,7 +90,7 @@ class UnaryEndpoint(Generic[CallT]):
     def __init__(self, models: ModelRegistry) -> None:
         self.models = models
 
-    def stream(self, call: CallT, /) -> AsyncIterator[Answer]:
+    def stream(self, call: CallT, /) -> AsyncIterator[StreamItem]:
         raise NotImplementedError(f"{type(self).__name__} does not stream")
 
     def failure_event(self, call: CallT, error: OvserveError, /) -> Answer:

@@ -13,6 +13,7 @@ from typing import Any
 from ovserve.core.conversation import Conversation, ForcedTool, Image, Reasoning, Text, ToolCall
 from ovserve.core.job import Delta, Usage
 from ovserve.core.output import ParsedDelta
+from ovserve.dialects.body import Burst
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
@@ -189,7 +190,13 @@ async def test_responses_renders_scripted_steps_as_items_and_numbered_events() -
     endpoint = ResponsesEndpoint(ScriptedCore(ScriptedJob(script)), NO_STORE)  # type: ignore[arg-type]
     request = ResponsesRequest.model_validate({"model": "scripted", "input": "x", "stream": True})
     prepared = await endpoint.prepare(request, "caller")
-    events = [event.dump() async for event in endpoint.stream(prepared)]
+    # The events of one moment come as a Burst (one write): each is an event of the stream.
+    streamed = [item async for item in endpoint.stream(prepared)]
+    events = [
+        json.loads(event.encode())
+        for item in streamed
+        for event in (item.events if isinstance(item, Burst) else [item])
+    ]
     kinds = [event["type"] for event in events]
     assert kinds[:2] == ["response.created", "response.in_progress"]
     assert "response.reasoning_text.delta" in kinds and "response.output_text.delta" in kinds

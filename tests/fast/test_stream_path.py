@@ -9,6 +9,9 @@ every token of every stream a generator hop; this keeps the path from growing ba
 
 And a step that only adds text builds no response model: a stream of many tokens builds as many
 models as a stream of a few (its first and last events' only).
+
+And Responses writes its many events around the text in bursts: a write per step, and at most
+two more (a write is a system call and a client's wake-up).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from ovserve.api.sse import SSEWriter
 from ovserve.dialects.body import Body
 from ovserve.engine import client as engine_client
 from tests.fast.harness import MODEL, Served, fast_model
@@ -98,3 +102,21 @@ async def test_a_text_token_builds_no_response_model(serve, monkeypatch, name: s
         assert "w2 " in text
         counts.append(len(built))
     assert counts[0] == counts[1], f"{name}: {counts[0]} models for 3 tokens, {counts[1]} for 30"
+
+
+@pytest.mark.parametrize("name", ["responses"])
+async def test_the_events_around_the_text_take_at_most_two_writes(serve, monkeypatch, name: str) -> None:
+    writes: list[bytes] = []
+    write = SSEWriter._write
+
+    async def counted(self: SSEWriter, frame: bytes) -> None:
+        writes.append(frame)
+        await write(self, frame)
+
+    monkeypatch.setattr(SSEWriter, "_write", counted)
+    for pieces in (3, 30):
+        served = await serve(fast_model(reply(*(f"w{n} " for n in range(pieces)))))
+        writes.clear()
+        text = await _stream(served, name)
+        assert b"".join(writes).decode() == text
+        assert len(writes) <= pieces + 2, f"{name}: {len(writes)} writes for {pieces} steps"

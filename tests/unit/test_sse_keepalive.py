@@ -1,6 +1,7 @@
 """The stream writer's keep-alive: a frame after a whole interval without a write, driven by one
 timer per stream (no task or timer per event), and nothing once the stream has ended. Time is the
-event loop's, read through the writer's loop: the test moves it instead of sleeping."""
+event loop's, read through the writer's loop: the test moves it instead of sleeping. And a burst
+of events: one write of the frames the events would have had one by one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from ovserve.api.anthropic import MessagesWriter
 from ovserve.api.sse import NamedEventWriter, SSEWriter
-from ovserve.dialects.body import EncodedBody
+from ovserve.dialects.body import Burst, EncodedBody
 
 
 class Frames:
@@ -133,3 +134,18 @@ async def test_anthropic_streams_keep_alive_with_anthropics_own_ping_event() -> 
     await asyncio.sleep(0)
     assert frames.frames == [b'event: ping\ndata: {"type":"ping"}\n\n']
     await writer.done()
+
+
+async def test_a_burst_is_one_write_of_the_frames_its_events_would_have_alone() -> None:
+    for kind in (NamedEventWriter, SSEWriter):
+        written: dict[str, Frames] = {"one by one": Frames(), "burst": Frames()}
+        writers = {how: kind(make_mocked_request("POST", "/", writer=frames)) for how, frames in written.items()}
+        for writer in writers.values():
+            await writer.open()
+        for text in "abc":
+            await writers["one by one"].send(_event(text))
+        await writers["burst"].send(Burst(tuple(_event(text) for text in "abc")))
+        assert len(written["one by one"].frames) == 3
+        assert written["burst"].frames == [b"".join(written["one by one"].frames)]
+        for writer in writers.values():
+            writer._disarm()

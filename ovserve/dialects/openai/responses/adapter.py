@@ -50,7 +50,7 @@ from ovserve.core.conversation import (
     ToolCall,
     ToolChoice,
 )
-from ovserve.dialects.body import EncodedBody
+from ovserve.dialects.body import Burst, EncodedBody
 from ovserve.dialects.openai.responses.backends import Store
 from ovserve.dialects.openai.responses.events import OutputBuilder, new_id
 from ovserve.dialects.openai.responses.request import (
@@ -69,7 +69,6 @@ from ovserve.dialects.openai.responses.response import (
     FailureCode,
     IncompleteDetails,
     ItemStatus,
-    OutputItem,
     Response,
     ResponseCompletedEvent,
     ResponseCreatedEvent,
@@ -218,7 +217,10 @@ class ResponsesCall:
     owner: str  # whose stored response it becomes
     id: str = field(default_factory=lambda: new_id("resp"))
     numbers: Iterator[int] = field(default_factory=itertools.count)  # the stream's event numbers
-    output: list[OutputItem] = field(default_factory=list)  # the output items so far (OutputBuilder's)
+    builder: OutputBuilder = field(init=False)  # the output items so far, and their events
+
+    def __post_init__(self) -> None:
+        self.builder = OutputBuilder([], self.numbers)
 
     @property
     def streaming(self) -> bool:
@@ -268,7 +270,7 @@ class ResponsesEndpoint:
     # -- unary ----------------------------------------------------------------------------
 
     async def complete(self, call: ResponsesCall) -> Response:
-        builder = OutputBuilder(call.output, call.numbers)
+        builder = call.builder
         async with contextlib.aclosing(call.job.steps()) as steps:
             async for step in steps:
                 builder.push(step)
@@ -280,32 +282,34 @@ class ResponsesEndpoint:
 
     # -- stream ---------------------------------------------------------------------------
 
-    async def stream(self, call: ResponsesCall) -> AsyncGenerator[ResponseStreamEvent | EncodedBody, None]:
+    async def stream(self, call: ResponsesCall) -> AsyncGenerator[ResponseStreamEvent | EncodedBody | Burst, None]:
+        """The events, those of one moment as one :class:`Burst` (one write): the response's
+        opening events, each step's (the first text opens its item), and the closing ones with the
+        response's last event, sent once the response is stored."""
         started = self.response_object(call, "in_progress")
-        yield ResponseCreatedEvent(type="response.created", sequence_number=next(call.numbers), response=started)
-        yield ResponseInProgressEvent(type="response.in_progress", sequence_number=next(call.numbers), response=started)
-        builder = OutputBuilder(call.output, call.numbers)
+        yield Burst((
+            ResponseCreatedEvent(type="response.created", sequence_number=next(call.numbers), response=started),
+            ResponseInProgressEvent(type="response.in_progress", sequence_number=next(call.numbers), response=started),
+        ))  # fmt: skip
+        builder = call.builder
         async with contextlib.aclosing(call.job.steps()) as steps:
             async for step in steps:
                 # A step that only adds text (nearly every token) is one event encoded without its model.
                 if (encoded := builder.text_event(step)) is not None:
                     yield encoded
-                    continue
-                for event in builder.push(step):
-                    yield event
+                elif events := builder.push(step):
+                    yield Burst(tuple(events))
         status = _status(call)
-        for event in builder.finish(_item_status(status)):
-            yield event
+        closing = builder.finish(_item_status(status))
         response = self.response_object(call, status, usage=ResponseUsage.of(call.job.usage))
         await self._keep(call, response)
+        number = next(call.numbers)
+        last: ResponseStreamEvent
         if status == "completed":
-            yield ResponseCompletedEvent(
-                type="response.completed", sequence_number=next(call.numbers), response=response
-            )
+            last = ResponseCompletedEvent(type="response.completed", sequence_number=number, response=response)
         else:
-            yield ResponseIncompleteEvent(
-                type="response.incomplete", sequence_number=next(call.numbers), response=response
-            )
+            last = ResponseIncompleteEvent(type="response.incomplete", sequence_number=number, response=response)
+        yield Burst((*closing, last))
 
     def failure_event(self, call: ResponsesCall, error: OvserveError) -> ResponseFailedEvent:
         """The last event of a stream that failed after it started (the engine died, the deadline)."""
@@ -336,7 +340,7 @@ class ResponsesEndpoint:
             instructions=request.instructions,
             max_output_tokens=request.max_output_tokens,
             model=job.model.name,
-            output=[] if status == "in_progress" else call.output,
+            output=[] if status == "in_progress" else call.builder.output(),
             parallel_tool_calls=request.parallel_tool_calls,
             previous_response_id=request.previous_response_id,
             reasoning=_reasoning_echo(request),

@@ -5,6 +5,11 @@ so a stream and a unary response of the same generation have the same items. A s
 commonest step, text added to the open item, is encoded without building its event
 (:meth:`OutputBuilder.text_event`, byte for byte the model's encoding:
 tests/unit/test_stream_templates.py).
+
+The open item's text is kept as its pieces and joined into the item when the item closes, or when
+someone reads the items (:meth:`OutputBuilder.output`): appending to a model's text field at every
+token would copy the whole text each time (quadratic in a long answer) through pydantic's
+``__setattr__``. Read the items through :meth:`~OutputBuilder.output`, not the list given.
 """
 
 from __future__ import annotations
@@ -60,8 +65,15 @@ class OutputBuilder:
         self.items = items
         self._numbers = numbers
         self._open: TextItem | None = None
+        self._pieces: list[str] = []  # the open item's text, not yet joined into it
         self._held = ""  # whitespace not yet known to start a message
         self._deltas: Template | None = None  # the open item's delta event, with holes (text_event)
+
+    def output(self) -> list[OutputItem]:
+        """The items so far, the open one's text up to date."""
+        if self._open is not None:
+            self._open.content[0].text = "".join(self._pieces)
+        return self.items
 
     def text_event(self, step: Delta) -> EncodedBody | None:
         """The event of a step that only adds text to the open item, encoded without building it
@@ -76,7 +88,7 @@ class OutputBuilder:
             text = step.reasoning
         else:
             return None
-        item.content[0].text += text
+        self._pieces.append(text)
         return self._deltas.fill(str(self._number()), json_string(text))
 
     def push(self, step: Delta) -> list[ResponseStreamEvent]:
@@ -119,7 +131,7 @@ class OutputBuilder:
         assert item is not None
         if not text:  # an empty message (the model said nothing): no delta to send
             return events
-        item.content[0].text += text
+        self._pieces.append(text)
         events.append(_delta_event(item, len(self.items) - 1, self._number(), text))
         return events
 
@@ -137,6 +149,7 @@ class OutputBuilder:
             )
         self.items.append(item)
         self._open = item
+        self._pieces = []
         index = len(self.items) - 1
         self._deltas = Template.of(_delta_event(item, index, NUMBER_HOLE, text_hole(0)), NUMBER_HOLE, text_hole(0))
         return [
@@ -154,7 +167,9 @@ class OutputBuilder:
         item = self._open
         if item is None:
             return []
+        item.content[0].text = "".join(self._pieces)
         self._open = self._deltas = None
+        self._pieces = []
         item.status = status
         index = len(self.items) - 1
         part = item.content[0]
