@@ -38,12 +38,12 @@ def test_tasks_on_dividing_intervals_wake_in_the_same_round_of_the_loop() -> Non
 
         async def fast() -> None:
             while True:
-                await sleep_to_next_tick(0.05)
+                await sleep_to_next_tick(0.01)
                 fast_rounds.add(selector.waits)
 
         async def slow() -> None:
             for _ in range(3):
-                await sleep_to_next_tick(0.25)
+                await sleep_to_next_tick(0.05)
                 slow_rounds.append(selector.waits)
 
         fast_task = asyncio.create_task(fast())
