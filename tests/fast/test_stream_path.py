@@ -10,8 +10,8 @@ every token of every stream a generator hop; this keeps the path from growing ba
 And a step that only adds text builds no response model: a stream of many tokens builds as many
 models as a stream of a few (its first and last events' only).
 
-And Responses writes its many events around the text in bursts: a write per step, and at most
-two more (a write is a system call and a client's wake-up).
+And the named-event streams (Responses, Anthropic) write their many events around the text in
+bursts: a write per step, and at most two more (a write is a system call and a client's wake-up).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ async def test_a_text_token_builds_no_response_model(serve, monkeypatch, name: s
     assert counts[0] == counts[1], f"{name}: {counts[0]} models for 3 tokens, {counts[1]} for 30"
 
 
-@pytest.mark.parametrize("name", ["responses"])
+@pytest.mark.parametrize("name", ["responses", "anthropic"])
 async def test_the_events_around_the_text_take_at_most_two_writes(serve, monkeypatch, name: str) -> None:
     writes: list[bytes] = []
     write = SSEWriter._write

@@ -25,7 +25,9 @@ path in the client's JSON (``messages.3.content.1.source``):
 Response: the core's steps become content blocks through :class:`~.events.BlockBuilder`, for the
 unary message and the stream alike. The stream's ``message_start`` is sent with the first engine
 output, when the usage it carries is known (``cache_read_input_tokens``: the prompt tokens the
-prefix cache served), and a ``ping`` follows it, as in Anthropic's streams. A step that only adds
+prefix cache served), and a ``ping`` follows it, as in Anthropic's streams; they go out in one write
+with the first step's events (a :class:`~ovserve.dialects.body.Burst`), and the closing events in
+another. A step that only adds
 text to the open block is one event encoded without building its model
 (:meth:`~.events.BlockBuilder.text_event`), and the endpoint's stream iterates the job's steps
 itself: a streamed token crosses three async generators (the engine client's, ``Job.steps``, this
@@ -73,7 +75,7 @@ from ovserve.dialects.anthropic.request import (
     ToolResultBlockParam,
     ToolUseBlockParam,
 )
-from ovserve.dialects.body import EncodedBody
+from ovserve.dialects.body import Burst, EncodedBody
 from ovserve.errors import BadRequestError, OvserveError
 from ovserve.json_types import JsonObject
 
@@ -340,7 +342,9 @@ class MessagesEndpoint:
             pass
         return self._message(call, builder.blocks, final=True)
 
-    async def stream(self, call: MessagesCall) -> AsyncGenerator[body.StreamEvent | EncodedBody, None]:
+    async def stream(self, call: MessagesCall) -> AsyncGenerator[body.StreamEvent | EncodedBody | Burst, None]:
+        """The events, those of one moment as one :class:`Burst` (one write): the message's start
+        with its first step's, each later step's, and the closing ones."""
         builder = BlockBuilder()
         started = False
         async with contextlib.aclosing(call.job.steps(call.choices)) as steps:
@@ -349,30 +353,37 @@ class MessagesEndpoint:
                 if (encoded := builder.text_event(step)) is not None:
                     yield encoded
                     continue
+                events: list[body.StreamEvent] = []
                 if not started:
                     started = True
                     message = self._message(call, [], final=False)
-                    yield body.MessageStartEvent(type="message_start", message=message)
-                    yield body.PingEvent(type="ping")
-                for event in builder.push(step):
-                    yield event
+                    events += [
+                        body.MessageStartEvent(type="message_start", message=message),
+                        body.PingEvent(type="ping"),
+                    ]
+                events += builder.push(step)
+                if events:
+                    yield Burst(tuple(events))
+        closing: list[body.StreamEvent] = []
         if not started:  # the engine ended the request without an output
-            yield body.MessageStartEvent(type="message_start", message=self._message(call, [], final=False))
-        for event in builder.finish():
-            yield event
+            closing.append(body.MessageStartEvent(type="message_start", message=self._message(call, [], final=False)))
+        closing += builder.finish()
         final = self._message(call, builder.blocks, final=True)
         usage = final.usage
-        yield body.MessageDeltaEvent(
-            type="message_delta",
-            delta=body.MessageDelta(stop_reason=final.stop_reason, stop_sequence=final.stop_sequence),
-            usage=body.MessageDeltaUsage(
-                output_tokens=usage.output_tokens,
-                input_tokens=usage.input_tokens,
-                cache_creation_input_tokens=usage.cache_creation_input_tokens,
-                cache_read_input_tokens=usage.cache_read_input_tokens,
-            ),
+        closing.append(
+            body.MessageDeltaEvent(
+                type="message_delta",
+                delta=body.MessageDelta(stop_reason=final.stop_reason, stop_sequence=final.stop_sequence),
+                usage=body.MessageDeltaUsage(
+                    output_tokens=usage.output_tokens,
+                    input_tokens=usage.input_tokens,
+                    cache_creation_input_tokens=usage.cache_creation_input_tokens,
+                    cache_read_input_tokens=usage.cache_read_input_tokens,
+                ),
+            )
         )
-        yield body.MessageStopEvent(type="message_stop")
+        closing.append(body.MessageStopEvent(type="message_stop"))
+        yield Burst(tuple(closing))
 
     def failure_event(self, call: MessagesCall, error: OvserveError) -> body.ErrorResponse:
         return body.ErrorResponse.of(error)
