@@ -25,8 +25,9 @@ Faults: the database down, restarting, unreachable, full or read-only (psycopg's
 ``OperationalError`` and its ``PoolTimeout``, a read-only transaction, a timeout) are counted in
 :attr:`failures` by operation, logged at most once a minute, and raised as :class:`StoreFault`;
 errors in a statement stay errors. The pool checks a connection before lending it and replaces
-broken ones, so the store heals when the database is back, with no fault for a restart it missed. The LRU mark of a read and the schema set-up at start count under
-``housekeeping``; a set-up that failed is retried by the next call.
+broken ones, so the store heals when the database is back, with no fault for a restart it
+missed. The LRU mark of a read and the schema set-up at start count under ``housekeeping``; a
+set-up that failed is retried by the next call.
 
 Schema: created and migrated by the server under an advisory lock (replicas starting together
 migrate once). ``ovserve_schema_version`` records the version reached; :data:`MIGRATIONS` takes a
