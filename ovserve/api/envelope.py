@@ -99,9 +99,7 @@ async def read_form(request: web.Request) -> Form:
     """The multipart form, whole, within --body_timeout and --max_request_mb (aiohttp's
     ``client_max_size`` bounds ``post()``, files included)."""
     if request.content_type != "multipart/form-data":
-        raise UnsupportedMediaTypeError(
-            f"expected 'multipart/form-data' (a file upload), got '{request.content_type}'"
-        )
+        raise UnsupportedMediaTypeError(f"expected 'multipart/form-data' (a file upload), got '{request.content_type}'")
     settings = request.app[keys.SETTINGS]
     try:
         async with asyncio.timeout(settings.body_timeout_s):
