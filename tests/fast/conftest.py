@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ovserve.api import keys
-from ovserve.app import create_app
 from ovserve.clock import SYSTEM_CLOCK, Clock, ManualClock
-from ovserve.models.served import ModelRegistry, ServedModel
-from ovserve.settings.schema import ServerSettings
-from tests.fast.harness import FastModel, Served
+
+if TYPE_CHECKING:
+    from ovserve.models.served import ServedModel
+    from tests.fast.harness import FastModel, Served
 
 _HERE = Path(__file__).parent
 
@@ -38,7 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.fast)
 
 
-ServeFactory = Callable[..., Awaitable[Served]]
+ServeFactory = Callable[..., Awaitable["Served"]]
 
 
 @pytest.fixture
@@ -47,6 +46,14 @@ async def serve(aiohttp_client: Any) -> AsyncIterator[ServeFactory]:
     ``wait=False``; its timers (idle unloads, keep_alive) run on ``clock`` (the fixture
     :func:`clock` moves by hand); ``measure`` replaces the manager's reader of an engine's memory
     (scripted engines have no process); other keyword arguments are server settings."""
+    # The app's modules, imported by the tests that serve it: xdist's controller loads this file
+    # too, before it starts a worker, and needs none of them (~1 s of CPU).
+    from ovserve.api import keys
+    from ovserve.app import create_app
+    from ovserve.models.served import ModelRegistry
+    from ovserve.settings.schema import ServerSettings
+    from tests.fast.harness import Served
+
     made: list[FastModel] = []
 
     async def start(
