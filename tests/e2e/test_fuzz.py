@@ -3,7 +3,9 @@
 Valid bodies, generation and retrieval alike, must never get a 5xx nor cost an engine its life;
 the bodies that once did (``KNOWN_CRASHERS``: a rerank query that overran the rerank pipeline's
 tokenizer and killed its engine, control-character documents and inputs) are sent first. The seed
-and the case count keep the run the same from one suite run to the next, at about 1.5 minutes.
+and the case count keep the run the same from one suite run to the next: on 2026-11-28, 3,468
+bodies over the 31 operations in about 2 minutes on 2 busy cores (200 cases an operation were 7,248
+bodies in 6 minutes, the extra ones all random, on top of the coverage phase's edge cases).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 from tests.conftest import MODELS_DIR, ROOT
 
 SEED = 0
-EXAMPLES = 200  # fuzzing-phase cases per operation, plus the coverage phase's: ~2,000 bodies
+EXAMPLES = 60  # fuzzing-phase cases per operation, on top of the coverage phase's (~1,600 in all)
 
 
 @pytest.mark.timeout(600)
