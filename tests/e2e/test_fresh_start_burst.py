@@ -4,6 +4,13 @@ Regression for a deadlock seen in about 1 start in 6: concurrent first use of th
 tokenizer from several executor threads hung two of them inside OpenVINO's first-use
 initialisation, and the event loop with them (even ``/v2/health/live`` and SIGTERM went
 unanswered). Each start here gets a burst of 16 streaming chat requests as its very first traffic.
+
+That deadlock itself is caught where it happens, in tests/e2e/test_tokenizer_processes.py (16
+threads released at once onto a fresh tokenizer: the raw binding hangs in most fresh processes).
+Through the server it has become hard to reach: with PromptTokenizer put back to the old way (a
+lazily started pool of 6 threads, no warm-up) 0 of 42 starts froze on 2026-11-28. So this is the
+end-to-end check that a fresh server survives its first burst, whatever might freeze it: 10 starts
+(about a minute quiet) where 30 took 3 minutes for no more than that.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import pytest
 
 from tests.conftest import start_server
 
-STARTS = 30
+STARTS = 10
 BURST = 16
 # Generous per request; a frozen server never answers at all.
 REQUEST_TIMEOUT_S = 60.0
@@ -44,8 +51,8 @@ def _stream_chat(url: str, index: int) -> str:
 
 
 @pytest.mark.slow
-# 30 starts outlast the suite's 300 s per test beside two CPU-bound processes (over 10 s a start);
-# a frozen start fails on its own bounds first (the burst's 2 x 60 s, readiness's 300 s).
+# A minute a start: ~20 s each beside busy neighbours, and a frozen start fails on its own bounds
+# first (the burst's 2 x 60 s, readiness's 300 s).
 @pytest.mark.timeout(STARTS * 60)
 def test_first_burst_on_a_fresh_server_never_freezes(tiny_llm: Path, tmp_path: Path) -> None:
     for start in range(STARTS):
