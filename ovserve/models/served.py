@@ -312,7 +312,7 @@ class ModelRegistry:
         """The model one of whose LoRA adapters is called ``name`` (vLLM's LoRA models), else the
         first whose aliases match it."""
         for model in self._models.values():
-            if name in model.spec.images.aliases:
+            if name in model.settings.images.aliases:
                 return model
         for model in self._models.values():
             if any(fnmatch.fnmatchcase(name, alias) for alias in model.settings.aliases):

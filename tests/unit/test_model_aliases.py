@@ -8,13 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from ovserve.engine.spec import ImageSettings
 from ovserve.errors import ModelNotFoundError
 from ovserve.models.served import ModelRegistry, ServedModel
 from ovserve.settings.graph import GraphError, read_config
 
 
 def model(name: str, *aliases: str) -> ServedModel:
-    return SimpleNamespace(name=name, settings=SimpleNamespace(aliases=list(aliases)))  # type: ignore[return-value]
+    settings = SimpleNamespace(aliases=list(aliases), images=ImageSettings())  # no LoRA adapters
+    return SimpleNamespace(name=name, settings=settings)  # type: ignore[return-value]
 
 
 def test_a_name_resolves_to_its_model_or_the_first_whose_alias_matches() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import openvino_genai as ov_genai
 import pytest
 
-from ovserve.engine import pipelines, speech
+from ovserve.engine import images, pipelines, speech
 from ovserve.engine.memory import CPU_RUNTIME_CACHE_CAPACITY, DEFAULT_CPU_RUNTIME_CACHE_CAPACITY, PRIMITIVE_CACHE_ENV
 from ovserve.engine.spec import EngineSpec, PipelineKind, SchedulerSettings
 from ovserve.json_types import JsonObject
@@ -31,6 +31,7 @@ def recorders(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(speech, "SpeechToText", lambda spec: Built("whisper", dict(spec.plugin_config)))
     monkeypatch.setattr(speech, "TextToSpeech", lambda spec: Built("speecht5", dict(spec.plugin_config)))
     monkeypatch.setattr(pipelines, "build_retrieval_model", lambda spec: Built("retrieval", dict(spec.plugin_config)))
+    monkeypatch.setattr(images, "ImageGenerator", lambda spec: Built("image", dict(spec.plugin_config)))
     monkeypatch.setattr(ov_genai, "LLMPipeline", lambda path, device, **props: Built("stateful", props))
     monkeypatch.setattr(
         ov_genai, "ContinuousBatchingPipeline", lambda path, scheduler, device, props: Built("cb", dict(props))
