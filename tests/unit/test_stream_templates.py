@@ -5,7 +5,7 @@ number, any model name; and an envelope that happens to hold a hole's marker is 
 from __future__ import annotations
 
 import itertools
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 from unittest.mock import patch
@@ -243,6 +243,18 @@ def test_an_ollama_text_line_is_encoded_as_the_models_encode_it(
         encoded = lines.of_step(step)
         assert encoded is not None
         assert encoded.encode() == ollama_adapter._line(call, step).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(moments=st.lists(st.datetimes(min_value=datetime(1970, 1, 2), timezones=st.just(UTC)), min_size=1, max_size=4))
+def test_ollamas_timestamp_of_now_is_datetimes(moments: list[datetime]) -> None:
+    """Now's timestamp (each streamed line's) formats its second once per second: it is still what
+    datetime writes for that moment, with and without microseconds, across seconds."""
+    for moment in moments:
+        microseconds = (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+        nanoseconds = microseconds * 1000 + 999  # time_ns() a little past the microsecond
+        with patch.object(ollama_response.time, "time_ns", lambda now=nanoseconds: now):
+            assert ollama_response.timestamp() == ollama_response.timestamp(moment)
 
 
 def test_ollama_leaves_every_other_step_to_the_models() -> None:
