@@ -32,6 +32,9 @@ Output layout (``OUT_DIR``)::
     bench-whisper-tiny/          Whisper at openai/whisper-tiny's size (d_model 384, 4+4 layers, 51,865 tokens),
                                  fp32 IR, plus its transformers checkpoint in transformers/ (only with
                                  --benchmark_speech): scripts/bench_audio.py
+    bench-sd15-lcm/              a latent-consistency model at Stable Diffusion 1.5's size (UNet 320-1280 channels,
+                                 CLIP ViT-L/14 text encoder, SD's VAE), fp16 IR, plus its diffusers checkpoint in
+                                 diffusers/ (only with --benchmark_images): scripts/bench_images.py
 
 Every model directory holds ``openvino_model.{xml,bin}`` (tiny-vlm: the language, text-embeddings
 and vision-embeddings IRs plus ``preprocessor_config.json``), ``openvino_{de,}tokenizer.{xml,bin}``,
@@ -49,6 +52,7 @@ model kind, are in ``scripts/demo_models/``.
 Usage::
 
     python scripts/make_demo_models.py OUT_DIR [--force] [--benchmark] [--benchmark_vlm] [--benchmark_speech]
+        [--benchmark_images]
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python scripts/make_demo_models.py`: make `scripts` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scripts.demo_models.bench_image import BENCH_IMAGE, BENCH_IMAGE_SPEC
 from scripts.demo_models.build import DemoModel, build
 from scripts.demo_models.common import log
 from scripts.demo_models.image import TINY_IMAGE, TINY_IMAGE_LORA, TINY_IMAGE_SPEC, with_lora
@@ -88,6 +93,7 @@ from scripts.demo_models.vlm import BENCH_VLM, BENCH_VLM_SPEC, TINY_VLM_SPEC
 # What tests and benchmarks import from here; the builders behind these names live in scripts/demo_models/.
 __all__ = [
     "BENCH_EMBED",
+    "BENCH_IMAGE",
     "BENCH_MODEL",
     "BENCH_RERANK",
     "BENCH_VLM",
@@ -106,6 +112,7 @@ __all__ = [
     "TINY_WHISPER",
     "TINY_WHISPER_SPEC",
     "_build_hf_model",
+    "build_benchmark_images",
     "build_benchmark_model",
     "build_benchmark_vlm",
     "build_benchmark_whisper",
@@ -162,6 +169,11 @@ def build_benchmark_whisper(out_dir: Path, force: bool = False) -> Path:
     return build([BENCH_WHISPER_SPEC], out_dir, force)[BENCH_WHISPER]
 
 
+def build_benchmark_images(out_dir: Path, force: bool = False) -> Path:
+    """Build (or reuse) the SD-1.5-sized LCM model with its diffusers checkpoint; returns its directory."""
+    return build([BENCH_IMAGE_SPEC], out_dir, force)[BENCH_IMAGE]
+
+
 def build_retrieval_models(
     out_dir: Path, force: bool = False, *, benchmark: bool = False, benchmark_rerank: bool = False
 ) -> dict[str, Path]:
@@ -202,13 +214,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"also build {BENCH_WHISPER} (openai/whisper-tiny's size, fp32, ~300 MB with its transformers copy)",
     )
+    parser.add_argument(
+        "--benchmark_images",
+        action="store_true",
+        help=f"also build {BENCH_IMAGE} (SD 1.5's size, LCM scheduler, fp16, 5.8 GiB with its diffusers copy)",
+    )
     args = parser.parse_args(argv)
 
     started = time.monotonic()
     specs = [*DEMO_SPECS, *([BENCH_SPEC] if args.benchmark else []), *([BENCH_VLM_SPEC] if args.benchmark_vlm else [])]
     specs += [*RETRIEVAL_SPECS, *([BENCH_EMBED_SPEC, BENCH_RERANK_SPEC] if args.benchmark else [])]
     specs += [*SPEECH_SPECS, *([BENCH_WHISPER_SPEC] if args.benchmark_speech else [])]
-    specs += IMAGE_SPECS
+    specs += [*IMAGE_SPECS, *([BENCH_IMAGE_SPEC] if args.benchmark_images else [])]
     # One build, so each tokenizer is trained once for all models.
     built = build(specs, args.out_dir, force=args.force)
     built.update(_variants(built, args.out_dir, args.force))

@@ -11,6 +11,8 @@
                benchmark model
     image      a random Stable-Diffusion-1.5-shaped diffusers pipeline: tiny-image, with OVMS's image
                graph.pbtxt and a LoRA adapter
+    bench_image  the image benchmark's model: a random latent-consistency model at SD 1.5's
+                 size, with its diffusers checkpoint beside the IR (built only on request)
     build      what every kind shares around its own steps: completion markers, the lock, the
                scratch directory and the rename into place
 
