@@ -52,6 +52,7 @@ and raises:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 
@@ -100,8 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Notes transformers and diffusers log while they are imported (a torchvision fallback, two
+# distributions of the ``optimum`` namespace): nothing a user exporting a model can act on, and they
+# would bury the one line an export error is. Read once, at their import; a user's own setting wins.
+_QUIET_IMPORTS = {"TRANSFORMERS_VERBOSITY": "error", "DIFFUSERS_VERBOSITY": "error"}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a parsed export command; returns the exit status."""
+    for name, level in _QUIET_IMPORTS.items():
+        os.environ.setdefault(name, level)
     try:
         export(args.plan_from_args(args))
     except ExportError as exc:
