@@ -278,7 +278,13 @@ def main(argv: list[str] | None = None) -> int:
             "prefer --api_key_file or the OVSERVE_API_KEY environment variable"
         )
     from ovserve.api.auth import ApiKeys
+    from ovserve.dialects.openai.responses.backends import StoreSettingError, check_store
 
+    try:  # before any model loads: a store that cannot work stops the server now, and says why
+        check_store(settings.responses_store, settings.responses_store_password_file)
+    except StoreSettingError as exc:
+        print(f"ovserve: {exc}", file=sys.stderr)
+        return 2
     try:
         api_keys = ApiKeys(settings.api_key, settings.api_key_file)
     except (OSError, UnicodeError) as exc:

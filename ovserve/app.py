@@ -31,7 +31,8 @@ from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
 from ovserve.dialects.openai.images.adapter import ImagesEndpoint
 from ovserve.dialects.openai.load import LoadModelEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
-from ovserve.dialects.openai.responses.backends import open_store
+from ovserve.dialects.openai.responses.backends import open_store, response_ids
+from ovserve.dialects.openai.responses.ids import default_replica_name
 from ovserve.dialects.openai.retrieval.adapter import (
     DetokenizeEndpoint,
     EmbeddingsEndpoint,
@@ -177,8 +178,12 @@ def create_app(
         settings.responses_store,
         max_count=settings.responses_store_max_count,
         max_bytes=int(settings.responses_store_max_mb * 1024 * 1024),
+        max_age=settings.responses_store_max_age_s,
+        password_file=settings.responses_store_password_file,
+        clock=clock,
     )
-    app[keys.RESPONSES] = ResponsesEndpoint(chat, store)
+    replica = settings.replica_name or default_replica_name(settings.port)
+    app[keys.RESPONSES] = ResponsesEndpoint(chat, store, response_ids(settings.responses_store, replica))
     app[keys.MESSAGES] = MessagesEndpoint(chat)
     app[keys.COUNT_TOKENS] = CountTokensEndpoint(models, app[keys.MESSAGES])
     app[keys.LOOP_LAG] = LoopLagMonitor(clock=clock)

@@ -18,6 +18,7 @@ Checks that touch the file system are validators, so they run once, when a model
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +43,9 @@ __all__ = [
 ]
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+# --responses_store_max_age: seconds, or a number with a unit (the spelling of Prometheus' retention).
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)")
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class ServerSettings(BaseModel):
@@ -123,9 +127,9 @@ class ServerSettings(BaseModel):
         min_length=1,
         description="where /v3/responses keeps stored responses (store: true, previous_response_id): 'memory' "
         "(an in-process SQLite database, lost on restart), a SQLite file path (kept across restarts), a PostgreSQL "
-        "URL 'postgresql://user@host:5432/db' (shared by replicas; the password from PGPASSWORD or PGPASSFILE "
-        "rather than the URL; needs ovserve[postgres]), or 'none' (nothing is stored; previous_response_id is "
-        "refused)",
+        "URL 'postgresql://user@host:5432/db' (shared by replicas; the password from "
+        "--responses_store_password_file, PGPASSWORD or PGPASSFILE rather than the URL; needs ovserve[postgres]), "
+        "or 'none' (nothing is stored; previous_response_id is refused)",
     )
     responses_store_max_count: int = Field(
         default=10_000, ge=1, description="most stored responses; the least recently used are evicted beyond it"
@@ -136,6 +140,29 @@ class ServerSettings(BaseModel):
         description="most MB the stored responses and their conversations may take: for a file store, its disk "
         "footprint (database, WAL and WAL index, within 32 KiB); in memory, their JSON; the least recently used are "
         "evicted beyond it",
+    )
+    # OpenAI keeps stored responses for 30 days. Seconds, as every duration here, but operators
+    # think of this one in days: '30d' and '12h' are taken too.
+    responses_store_max_age_s: float | None = Field(
+        default=30 * 24 * 3600.0,
+        ge=0,
+        validation_alias="responses_store_max_age",
+        description="how long a stored response is kept after it was written: seconds, or a number with s, m, h or d "
+        "('30d', '12h'); an older one is a 404 like an unknown id, and is deleted by the store's next write; 0 or "
+        "'none': no age limit (default: 30 days, as OpenAI keeps stored responses)",
+    )
+    responses_store_password_file: Path | None = Field(
+        default=None,
+        description="a file holding the password of a PostgreSQL --responses_store (a mounted Kubernetes secret; a "
+        "trailing newline is ignored), read again for each new connection, so a rotated secret needs no restart; it "
+        "wins over a password in the URL and over PGPASSWORD/PGPASSFILE",
+    )
+    replica_name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="this replica's name behind a router; with a store of its own (memory or a file), the ids of "
+        "the responses it stores carry a hash of it, so another replica answers their GET or previous_response_id "
+        "with a 404 that names where they are; default: the host name and the port",
     )
     # -- engine health and shutdown ---------------------------------------------------------
     engine_stall_timeout: float = Field(
@@ -203,6 +230,19 @@ class ServerSettings(BaseModel):
     @classmethod
     def _memory_size(cls, value: Any) -> Any:
         return parse_memory_size(value) if isinstance(value, str) else value
+
+    @field_validator("responses_store_max_age_s", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text in {"", "none", "off"}:
+                return None
+            match = _DURATION.fullmatch(text)
+            if match is None:
+                raise ValueError(f"{value!r} is not a duration: seconds, or a number with s, m, h or d ('30d')")
+            value = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        return None if value == 0 else value
 
     @field_validator("cache_dir", mode="before")
     @classmethod

@@ -1,6 +1,7 @@
 """The Responses API on the PostgreSQL store (``--responses_store postgresql://...``): two servers
 on one database continue, read and delete each other's responses (what replicas behind a router
-do), and a database that is down never costs a generation (stored ones are a 503, counted).
+do; their ids carry no replica hint), a database that is down never costs a generation (stored ones
+are a 503, counted), and a password in the URL shows nowhere: logs, answers, metrics.
 
 The database is a real PostgreSQL server (the session's ``postgres`` fixture), a new database per test.
 """
@@ -8,6 +9,9 @@ The database is a real PostgreSQL server (the session's ``postgres`` fixture), a
 from __future__ import annotations
 
 import json
+import logging
+import re
+import secrets
 from typing import Any
 
 import pytest
@@ -35,6 +39,7 @@ async def test_any_replica_continues_reads_and_deletes_a_response_another_one_st
     second = await serve(fast_model(reply("Again")), responses_store=url)
     status, made = await first.post("/v3/responses", {"input": "Hi"})
     assert status == 200 and made["store"] is True
+    assert re.fullmatch(r"resp_[0-9a-f]{32}", made["id"])  # no replica hint: any replica serves it
 
     status, continued = await second.post("/v3/responses", {"input": "More", "previous_response_id": made["id"]})
     assert status == 200 and continued["store"] is True
@@ -62,3 +67,32 @@ async def test_a_database_that_is_down_costs_no_generation_and_is_counted(
     assert status == 503 and error["error"]["message"]
     failures = await store_failures(served)
     assert (failures["housekeeping"], failures["put"], failures["get"]) == (1, 1, 1)
+
+
+async def test_a_password_in_the_url_shows_in_no_log_answer_or_metric(
+    serve, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(store_postgres, "POOL_TIMEOUT_S", 0.5)
+    secret = f"pw-{secrets.token_hex(8)}"
+    caplog.set_level(logging.DEBUG)  # every logger, psycopg's and its pool's included
+    served = await serve(
+        fast_model(reply("Hello")), responses_store=f"postgresql://ovserve:{secret}@no-such-host.invalid:5432/chat"
+    )
+    status, made = await served.post("/v3/responses", {"input": "Hi"})
+    assert status == 200 and made["store"] is False
+    said = [json.dumps(made)]
+    status, body = await served.post("/v3/responses", {"input": "More", "previous_response_id": made["id"]})
+    assert status == 503
+    said.append(json.dumps(body))
+    for method, path in [
+        ("GET", f"/v3/responses/{made['id']}"),
+        ("DELETE", f"/v3/responses/{made['id']}"),
+        ("GET", "/metrics"),
+        ("GET", "/v3/models"),
+    ]:
+        async with served.client.request(method, path) as response:
+            said.append(await response.text())
+    assert "responses store: housekeeping failed" in caplog.text  # the host was tried, and it was logged
+    assert "no-such-host.invalid" in caplog.text  # the URL shows, without its password
+    assert secret not in caplog.text
+    assert not [text for text in said if secret in text]

@@ -1,5 +1,5 @@
 """The Responses conversation store: bounds (and a file store's disk footprint), least-recently-used
-eviction, persistence, owners. The tests of semantics run on both backends (``location``: SQLite in
+eviction, expiry by age, persistence, owners. The tests of semantics run on both backends (``location``: SQLite in
 memory, and a new database on a real PostgreSQL server); the SQLite file's own tests on it alone.
 Faults: ``test_response_store_faults.py``; PostgreSQL's own: ``test_response_store_postgres.py``."""
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ovserve.clock import SYSTEM_CLOCK, Clock, ManualClock
 from ovserve.dialects.openai.responses.backends import Store
 from ovserve.dialects.openai.responses.backends import open_store as open_backend
 from ovserve.dialects.openai.responses.store import DISABLED, FOOTPRINT_MARGIN, MEMORY, OPEN_OWNER, ResponseStore
@@ -28,9 +29,17 @@ def open_store(stores: list[Store], location: str = MEMORY, **bounds: int) -> Re
     return store
 
 
-def open_any(stores: list[Store], location: str, **bounds: int) -> Store:
+def open_any(
+    stores: list[Store], location: str, *, max_age: float | None = None, clock: Clock = SYSTEM_CLOCK, **bounds: int
+) -> Store:
     """A store of either backend (``location`` names it)."""
-    store = open_backend(location, max_count=bounds.get("max_count", 100), max_bytes=bounds.get("max_bytes", 10**6))
+    store = open_backend(
+        location,
+        max_count=bounds.get("max_count", 100),
+        max_bytes=bounds.get("max_bytes", 10**6),
+        max_age=max_age,
+        clock=clock,
+    )
     stores.append(store)
     return store
 
@@ -40,6 +49,15 @@ def location(request: pytest.FixtureRequest) -> str:
     """Where a backend-agnostic test's store is: SQLite in memory, or a new PostgreSQL database."""
     if request.param == "sqlite":
         return MEMORY
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.new_database()
+
+
+@pytest.fixture(params=["sqlite file", "postgresql"])
+def lasting_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store that outlives its process is: a SQLite file, or a new PostgreSQL database."""
+    if request.param == "sqlite file":
+        return str(tmp_path / "responses.db")
     server: PostgresServer = request.getfixturevalue("postgres")
     return server.new_database()
 
@@ -224,3 +242,78 @@ async def test_a_database_from_before_owners_opens_with_old_rows_for_the_open_se
     reopened = open_store(stores, str(path))  # migrating twice is a no-op
     assert await reopened.get("new", owner=ME) is not None and await reopened.get("old", owner=OPEN_OWNER) is not None
     assert (await reopened.stats())[0] == 2
+
+
+# -- expiry by age (--responses_store_max_age) ---------------------------------------------------
+
+
+async def test_a_response_older_than_max_age_is_as_unknown_and_the_next_write_deletes_it(stores, location: str) -> None:
+    clock = ManualClock()
+    store = open_any(stores, location, max_age=100, clock=clock)
+    await store.put(stored_response("old"), [{"role": "user", "content": "hi"}], owner=ME)
+    await clock.advance(60)
+    await store.put(stored_response("young"), [], owner=ME)
+    assert await store.get("old", owner=ME) is not None  # 60 s old; reading it does not make it younger
+    await clock.advance(41)  # old: 101 s, young: 41 s
+    assert await store.get("old", owner=ME) is None
+    assert await store.get("old", owner=ME, conversation=False) is None
+    assert await store.delete("old", owner=ME) is False
+    assert await store.get("young", owner=ME) is not None
+    assert (await store.stats())[0] == 2  # nothing runs in the background: the row is there, unread
+    await store.put(stored_response("new"), [], owner=ME)
+    assert (await store.stats())[0] == 2  # the write deleted it
+    assert await store.get("new", owner=ME) is not None and await store.get("young", owner=ME) is not None
+
+
+async def test_expired_responses_go_before_a_live_one_is_evicted_for_room(stores, location: str) -> None:
+    clock = ManualClock()
+    store = open_any(stores, location, max_count=2, max_age=100, clock=clock)
+    await store.put(stored_response("a"), [], owner=ME)
+    await clock.advance(50)
+    await store.put(stored_response("b"), [], owner=ME)
+    await clock.advance(49)
+    assert await store.get("a", owner=ME) is not None  # a is now the more recently used
+    await clock.advance(2)  # a: 101 s old, expired; b: 51 s
+    await store.put(stored_response("c"), [], owner=ME)
+    # Without expiry first, the count bound would have evicted b (least recently used).
+    assert [await store.get(name, owner=ME) is not None for name in "abc"] == [False, True, True]
+
+
+async def test_without_max_age_a_response_is_kept_whatever_its_age(stores, location: str) -> None:
+    clock = ManualClock()
+    store = open_any(stores, location, max_age=None, clock=clock)
+    await store.put(stored_response("a"), [], owner=ME)
+    await clock.advance(10 * 365 * 24 * 3600)
+    await store.put(stored_response("b"), [], owner=ME)
+    assert await store.get("a", owner=ME) is not None and await store.delete("a", owner=ME) is True
+
+
+async def test_a_restart_with_a_max_age_deletes_what_is_older_at_once(stores, lasting_location: str) -> None:
+    clock = ManualClock()
+    first = open_any(stores, lasting_location, max_age=None, clock=clock)
+    await first.put(stored_response("a"), [], owner=ME)
+    await clock.advance(1_000)
+    await first.put(stored_response("b"), [], owner=ME)
+    await first.aclose()
+    again = open_any(stores, lasting_location, max_age=500, clock=clock)
+    await again.start()
+    assert (await again.stats())[0] == 1
+    assert await again.get("a", owner=ME) is None and await again.get("b", owner=ME) is not None
+
+
+async def test_a_database_from_before_ages_counts_its_rows_age_from_the_upgrade(stores, tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(_OLD_SCHEMA)
+        db.execute(
+            "INSERT INTO responses VALUES (?, ?, ?, ?, ?)", ("old", 1, 10, json.dumps(stored_response("old")), "[]")
+        )
+    db.close()
+    clock = ManualClock()
+    store = ResponseStore(str(path), max_count=100, max_bytes=10**6, max_age=100, clock=clock)
+    stores.append(store)
+    assert await store.get("old", owner=OPEN_OWNER) is not None
+    await clock.advance(101)
+    assert await store.get("old", owner=OPEN_OWNER) is None
+    await store.put(stored_response("new"), [], owner=ME)
+    assert (await store.stats())[0] == 1

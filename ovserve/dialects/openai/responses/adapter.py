@@ -25,6 +25,11 @@ stored is returned as usual with ``store: false`` (:meth:`ResponsesEndpoint._kee
 stored response now -- ``previous_response_id``, ``GET``, ``DELETE`` -- is a 503 with
 ``Retry-After`` (:func:`_store_unavailable`): the server cannot serve that conversation at the
 moment, which is neither the client's fault (400) nor an unknown id (404).
+
+Replicas: with a store of each replica's own, an id made by another replica
+(:mod:`~ovserve.dialects.openai.responses.ids`) is a 404 naming that replica's hint and the two
+fixes (sticky routing, a shared store), before the store is asked: the same answer whether the
+response exists or not, so it tells a caller nothing the id did not.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from ovserve.core.conversation import (
 from ovserve.dialects.body import Burst, EncodedBody
 from ovserve.dialects.openai.responses.backends import Store
 from ovserve.dialects.openai.responses.events import OutputBuilder, new_id
+from ovserve.dialects.openai.responses.ids import ResponseIds
 from ovserve.dialects.openai.responses.request import (
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -231,9 +237,10 @@ class ResponsesEndpoint:
     """The Responses dialect, as the HTTP layer drives it (``ovserve.api.envelope``), plus
     ``GET`` and ``DELETE`` of stored responses."""
 
-    def __init__(self, generation: ChatGeneration, store: Store) -> None:
+    def __init__(self, generation: ChatGeneration, store: Store, ids: ResponseIds | None = None) -> None:
         self.generation = generation
         self.store = store
+        self.ids = ids or ResponseIds()
 
     async def prepare(self, request: ResponsesRequest, caller: str) -> ResponsesCall:
         """The job of ``request`` from ``caller``, who may continue only their own responses."""
@@ -242,6 +249,7 @@ class ResponsesEndpoint:
             history = await self._history(request.previous_response_id, caller)
         job = await self.generation.prepare(conversation_of(request, history))
         return ResponsesCall(
+            id=self.ids.new(),
             request=request,
             job=job,
             conversation=[*history, *request.items],
@@ -256,13 +264,14 @@ class ResponsesEndpoint:
                 "(--responses_store none); send the whole conversation as input",
                 param="previous_response_id",
             )
+        self._here(response_id, "previous_response_id")
         try:
             stored = await self.store.get(response_id, owner=owner)
         except StoreFault as exc:
             raise _store_unavailable("previous_response_id") from exc
         if stored is None:
             raise NotFoundError(
-                f"no stored response '{response_id}' (never stored, deleted, or evicted from the store)",
+                f"no stored response '{response_id}' (never stored, deleted, expired, or evicted from the store)",
                 param="previous_response_id",
             )
         return [_STORED_ITEM.validate_python(item) for item in stored.conversation]
@@ -383,9 +392,21 @@ class ResponsesEndpoint:
 
     # -- GET / DELETE -------------------------------------------------------------------------
 
+    def _here(self, response_id: str, param: str) -> None:
+        """A 404 if another replica made ``response_id`` (with a store of each replica's own)."""
+        if (hint := self.ids.elsewhere(response_id)) is not None:
+            raise NotFoundError(
+                f"response '{response_id}' is stored on replica {hint}, not on the one this request reached: "
+                "send a conversation's requests to the replica that stored it (sticky routing), or give the "
+                "replicas a shared store (--responses_store postgresql://...)",
+                param=param,
+                code="response_on_another_replica",
+            )
+
     async def retrieve(self, response_id: str, *, owner: str) -> Response:
         if not self.store.enabled:
             raise _unknown(response_id)
+        self._here(response_id, "response_id")
         try:
             stored = await self.store.get(response_id, owner=owner, conversation=False)
         except StoreFault as exc:
@@ -397,6 +418,7 @@ class ResponsesEndpoint:
     async def delete(self, response_id: str, *, owner: str) -> ResponseDeleted:
         if not self.store.enabled:
             raise _unknown(response_id)
+        self._here(response_id, "response_id")
         try:
             deleted = await self.store.delete(response_id, owner=owner)
         except StoreFault as exc:
@@ -407,7 +429,9 @@ class ResponsesEndpoint:
 
 
 def _unknown(response_id: str) -> NotFoundError:
-    return NotFoundError(f"no stored response '{response_id}' (never stored, deleted, or evicted)", param="response_id")
+    return NotFoundError(
+        f"no stored response '{response_id}' (never stored, deleted, expired, or evicted)", param="response_id"
+    )
 
 
 def _store_unavailable(param: str) -> ServiceUnavailableError:

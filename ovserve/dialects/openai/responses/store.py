@@ -31,19 +31,25 @@ JSON for rows of a few KB); ``auto_vacuum=FULL`` gives freed pages back to the f
 commit. Between calls the footprint is at most the cap plus :data:`FOOTPRINT_MARGIN` (the WAL
 index); during a write, that write's own pages come on top until its checkpoint.
 
+Age: ``--responses_store_max_age``, as :mod:`~ovserve.dialects.openai.responses.store_common`
+says (the contract both backends share); rows from before the ``created`` column get the time of
+the migration, so they have a whole ``max_age`` from the upgrade.
+
 Faults: the disk can fill up or turn read-only, and the file (or its directory) can be deleted
 under a running server. Every public call then raises :class:`StoreFault` (sqlite3's and the OS's
-own errors get through only for bugs, such as a mistake in a statement: :func:`_is_fault`); the
-fault is counted in :attr:`ResponseStore.failures` by operation and logged as a WARNING, at most
-once a minute (:class:`_FaultLog`; never any content). The store heals itself, with no restart:
-each call first checks that the path still names the file it opened and starts a new database
-there if not (a deleted file or directory is recreated; reading on from the deleted file would
-serve responses that no longer exist anywhere; counted, and told each time, as it takes someone
-deleting the file again to happen again); a fault that leaves the connection in doubt (an I/O
-error, a file that cannot be opened or read) closes it and the next call opens a fresh one, while
-a full or read-only disk keeps it (it still reads, and writes again once there is room). Work no
-caller waits for -- marking a read row as used, checkpoints, eviction at start-up -- counts its
-faults under ``housekeeping`` and never fails the call it rides on. A store that cannot even be
+own errors get through only for bugs, such as a mistake in a statement:
+:mod:`~ovserve.dialects.openai.responses.store_sqlite_faults` tells them apart); the fault is
+counted in :attr:`ResponseStore.failures` by operation and logged as a WARNING, at most once a
+minute (:class:`~ovserve.dialects.openai.responses.store_common.FaultLog`; never any content). The
+store heals itself, with no restart: each call first checks that the path still names the file it
+opened and starts a new database there if not (a deleted file or directory is recreated; reading
+on from the deleted file would serve responses that no longer exist anywhere; counted, and told
+each time, as it takes someone deleting the file again to happen again); a fault that leaves the
+connection in doubt (an I/O error, a file that cannot be opened or read) closes it and the next
+call opens a fresh one, while a full or read-only disk keeps it (it still reads, and writes again
+once there is room). Work no caller waits for -- marking a read row as used, checkpoints, eviction
+and expiry at start-up -- counts its faults under ``housekeeping`` and never fails the call it
+rides on. A store that cannot even be
 opened at start-up does not stop the server: it retries on every call.
 
 Threading: every statement runs on one dedicated thread, which owns the connection (an in-memory
@@ -55,16 +61,26 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import enum
 import json
 import logging
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ovserve.clock import SYSTEM_CLOCK, Clock
+from ovserve.dialects.openai.responses.store_common import (
+    DELETE,
+    GET,
+    HOUSEKEEPING,
+    OPERATIONS,
+    PUT,
+    FaultLog,
+    StoreFault,
+    expiry_cutoff,
+)
+from ovserve.dialects.openai.responses.store_sqlite_faults import CONNECTION_SURVIVES, describe, is_fault, result_code
 from ovserve.json_types import JsonObject
 from ovserve.models.threads import started_thread
 
@@ -76,11 +92,6 @@ DISABLED = "none"
 # rows written before owners existed. Never a key digest (those are 64 hex digits).
 OPEN_OWNER = ""
 
-# What faults are counted by (ovserve_responses_store_failures_total{operation}). HOUSEKEEPING is
-# store work no caller waits for: the LRU mark of a read, WAL checkpoints, opening at start-up.
-PUT, GET, DELETE, HOUSEKEEPING = "put", "get", "delete", "housekeeping"
-OPERATIONS = (PUT, GET, DELETE, HOUSEKEEPING)
-
 # How far past the cap a file store's footprint may be between calls: the -shm file (the WAL
 # index: 32 KiB for a WAL of up to 4096 pages, and it rests below wal_limit, at most 1024 pages).
 # The WAL itself is inside the cap: the database's pages leave its share free.
@@ -89,32 +100,8 @@ FOOTPRINT_MARGIN = 32 * 1024
 # checkpoint point is about 4 MB; more only makes checkpoints rarer and longer).
 _WAL_SHARE = 8
 _WAL_MAX = 4 * 1024 * 1024
-_WARNING_INTERVAL_S = 60.0
 _AUTO_VACUUM_FULL = 1  # what PRAGMA auto_vacuum reads for FULL (0 is NONE, 2 INCREMENTAL)
 
-
-class _Code(enum.IntEnum):
-    """SQLite's primary result codes of a disk or file fault (sqlite3.h; the sqlite3 module names
-    them from Python 3.11 on). Not SQLITE_ERROR (1): that is a statement's own mistake."""
-
-    PERM = 3
-    BUSY = 5
-    LOCKED = 6
-    NOMEM = 7
-    READONLY = 8
-    IOERR = 10
-    CORRUPT = 11
-    FULL = 13
-    CANTOPEN = 14
-    PROTOCOL = 15
-    NOTADB = 26
-
-
-_FAULT_CODES = frozenset(_Code)
-# Faults after which the connection is still sound: it reads on a read-only disk and writes again
-# once the disk has room, so it is kept. Any other fault closes it (the next call opens a new one).
-# Extended codes (READONLY_DBMOVED, ...) are not in it: they say the connection is stale.
-_CONNECTION_SURVIVES = frozenset({_Code.FULL, _Code.READONLY, _Code.BUSY})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -123,10 +110,13 @@ CREATE TABLE IF NOT EXISTS responses (
     size INTEGER NOT NULL,      -- bytes of response + conversation
     response TEXT NOT NULL,     -- the response object, as GET returns it
     conversation TEXT NOT NULL, -- JSON list of input items: the history this response continues
-    owner TEXT NOT NULL DEFAULT ''  -- who may read, continue or delete it (OPEN_OWNER: no keys)
+    owner TEXT NOT NULL DEFAULT '', -- who may read, continue or delete it (OPEN_OWNER: no keys)
+    created REAL NOT NULL           -- Unix time of the write, for --responses_store_max_age
 );
 CREATE INDEX IF NOT EXISTS responses_used ON responses (used);
 """
+# After the migration (an older table gets its created column first).
+_CREATED_INDEX = "CREATE INDEX IF NOT EXISTS responses_created ON responses (created)"
 _OLDEST = "SELECT id, size FROM responses ORDER BY used LIMIT 1"  # the next to evict (responses_used)
 _TOTALS = "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses"
 
@@ -139,36 +129,9 @@ class StoredResponse:
     conversation: list[JsonObject]
 
 
-class StoreFault(Exception):
-    """The store's disk or database file failed (full, read-only, deleted, unreadable), so the call
-    could not be done. Already logged and counted; the cause is chained."""
-
-
 def wal_limit(max_bytes: int) -> int:
     """The WAL's share of a file store's byte cap: past it, a write checkpoints and truncates it."""
     return min(max_bytes // _WAL_SHARE, _WAL_MAX)
-
-
-def _is_fault(exc: BaseException) -> bool:
-    """A failure of the disk or the database file, as opposed to a mistake in a statement (SQL
-    errors, constraints, misuse: those stay errors, a 500 with a traceback)."""
-    if isinstance(exc, OSError):
-        return True
-    code = _code(exc)
-    if code is None:  # Python 3.10, or raised by hand: by class (SQLite raises CORRUPT and NOTADB as the base)
-        return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
-    return code & 0xFF in _FAULT_CODES
-
-
-def _code(exc: BaseException) -> int | None:
-    """SQLite's (extended) result code of ``exc``, if it carries one."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code if isinstance(code, int) else None
-
-
-def _describe(exc: BaseException) -> str:
-    name = getattr(exc, "sqlite_errorname", None)
-    return f"{type(exc).__name__}: {exc}" + (f" ({name})" if name else "")
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:
@@ -194,55 +157,41 @@ def _remove_journals(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def _add_owner_column(db: sqlite3.Connection) -> None:
-    """Bring a database from before owners up to date (a no-op on one made by :data:`_SCHEMA`)."""
+def _migrate(db: sqlite3.Connection, now: float) -> None:
+    """Bring a database from before owners or ages up to date (a no-op on one made by :data:`_SCHEMA`)."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(responses)")}
     if "owner" not in columns:
         # The default is OPEN_OWNER: see the module docstring for why old rows get it.
         db.execute(f"ALTER TABLE responses ADD COLUMN owner TEXT NOT NULL DEFAULT '{OPEN_OWNER}'")
         log.info("responses store: added the owner column; earlier responses are readable only without API keys")
-
-
-class _FaultLog:
-    """Fault warnings, at most one per interval: a full disk under a busy server is one line a
-    minute that counts the faults it stands for, not one line per request. Recovery (a write that
-    works again) is told once, and only after a fault that was told."""
-
-    def __init__(self, interval: float = _WARNING_INTERVAL_S) -> None:
-        self._interval = interval
-        self._quiet_until = float("-inf")
-        self._untold = 0
-        self._told = False
-
-    def fault(self, operation: str, what: str) -> None:
-        now = time.monotonic()
-        if now < self._quiet_until:
-            self._untold += 1
-            return
-        more = f" (and {self._untold} more store faults since the last warning)" if self._untold else ""
-        log.warning(
-            "responses store: %s failed: %s%s; responses are still served, but not stored, and stored ones "
-            "may be out of reach (503) until the store works again",
-            operation,
-            what,
-            more,
-        )
-        self._quiet_until, self._untold, self._told = now + self._interval, 0, True
-
-    def recovered(self) -> None:
-        if self._told:
-            more = f" ({self._untold} more store faults since the last warning)" if self._untold else ""
-            self._told, self._untold = False, 0
-            log.info("responses store: writing again%s", more)
+    if "created" not in columns:
+        # SQLite takes only a constant default: the rows already there are given now just after,
+        # in the same transaction (a row left at 0 would expire at once).
+        db.execute("BEGIN")
+        db.execute("ALTER TABLE responses ADD COLUMN created REAL NOT NULL DEFAULT 0")
+        db.execute("UPDATE responses SET created = ?", (now,))
+        db.execute("COMMIT")
+        log.info("responses store: added the created column; earlier responses count their age from now")
+    db.execute(_CREATED_INDEX)
 
 
 class ResponseStore:
     """The bounded store; ``location`` is :data:`MEMORY`, :data:`DISABLED` or a database file path."""
 
-    def __init__(self, location: str, *, max_count: int, max_bytes: int) -> None:
+    def __init__(
+        self,
+        location: str,
+        *,
+        max_count: int,
+        max_bytes: int,
+        max_age: float | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.location = location
         self.max_count = max_count
         self.max_bytes = max_bytes
+        self.max_age = max_age  # seconds; None: no age bound
+        self._wall = clock.wall  # read on the store's thread: a float, nothing to lock
         # Faults by operation, read by /metrics (from the event loop; only the store's thread writes).
         self.failures: dict[str, int] = dict.fromkeys(OPERATIONS, 0)
         self._path = None if location in (MEMORY, DISABLED) else Path(location)
@@ -254,7 +203,7 @@ class ResponseStore:
         self._identity: tuple[int, int] | None = None  # the file the connection opened
         self._totals: tuple[int, int, int] | None = None  # the connection's data_version, rows, bytes
         self._clock = 0
-        self._faults = _FaultLog()
+        self._faults = FaultLog()
         if self.enabled:
             self._thread = started_thread("responses-store")
             self._thread.submit(self._start).result()
@@ -276,10 +225,10 @@ class ResponseStore:
         try:
             result = work(self._connection(), *args)
         except (OSError, sqlite3.Error) as exc:
-            if not _is_fault(exc):
+            if not is_fault(exc):
                 raise
             self._fault(operation, exc, self._db)
-            raise StoreFault(f"responses store: {operation} failed ({_describe(exc)})") from exc
+            raise StoreFault(f"responses store: {operation} failed ({describe(exc)})") from exc
         if operation in (PUT, DELETE) and sum(self.failures.values()) == faults:  # a write, all of it
             self._faults.recovered()
         return result
@@ -291,7 +240,7 @@ class ResponseStore:
         try:
             yield
         except (OSError, sqlite3.Error) as exc:
-            if not _is_fault(exc):
+            if not is_fault(exc):
                 raise
             self._fault(HOUSEKEEPING, exc, db)
 
@@ -299,13 +248,13 @@ class ResponseStore:
         """Count and log a fault on ``db``, roll back what it left open, and close it if it is the
         store's connection and the fault leaves it in doubt."""
         self.failures[operation] += 1
-        self._faults.fault(operation, _describe(exc))
+        self._faults.fault(operation, describe(exc))
         if db is None:
             return
         with contextlib.suppress(sqlite3.Error):
             if db.in_transaction:
                 db.rollback()
-        if db is self._db and self._path is not None and _code(exc) not in _CONNECTION_SURVIVES:
+        if db is self._db and self._path is not None and result_code(exc) not in CONNECTION_SURVIVES:
             self._drop()
 
     def _drop(self) -> None:
@@ -349,7 +298,7 @@ class ResponseStore:
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.execute(f"PRAGMA journal_size_limit={self._wal_limit}")
             db.executescript(_SCHEMA)
-            _add_owner_column(db)
+            _migrate(db, self._wall())
             self._clock = db.execute("SELECT COALESCE(MAX(used), 0) FROM responses").fetchone()[0]
             identity = _file_identity(path) if path is not None else None
             # Not yet the store's connection: a fault here is counted, and the call that opened it
@@ -361,7 +310,7 @@ class ResponseStore:
                     log.info("responses store: %s converted to auto_vacuum=FULL", path)
                 # A restart with smaller bounds applies them at once.
                 db.execute("BEGIN")
-                totals = self._evict(db, self._counted(db))
+                totals = self._evict(db, self._expire(db, self._counted(db)))
                 db.execute("COMMIT")
                 self._totals = totals
             self._after_write(db)
@@ -392,13 +341,13 @@ class ResponseStore:
             log.info("responses store: a response of %d bytes does not fit --responses_store_max_mb; not stored", size)
             return False
         response_id = response_object["id"]
-        db.execute("BEGIN")  # the row and the evictions it causes: all or nothing
-        version, count, total = self._counted(db)
+        db.execute("BEGIN")  # the row and the expiries and evictions it causes: all or nothing
+        version, count, total = self._expire(db, self._counted(db))
         replaced = db.execute("SELECT size FROM responses WHERE id = ?", (response_id,)).fetchone()
         db.execute(
-            "INSERT OR REPLACE INTO responses (id, used, size, response, conversation, owner)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (response_id, self._tick(), size, response, conversation, owner),
+            "INSERT OR REPLACE INTO responses (id, used, size, response, conversation, owner, created)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (response_id, self._tick(), size, response, conversation, owner, self._wall()),
         )
         count, total = (count, total - replaced[0] + size) if replaced else (count + 1, total + size)
         totals = self._evict(db, (version, count, total))
@@ -425,6 +374,23 @@ class ResponseStore:
         pages = db.execute("PRAGMA page_count").fetchone()[0] - db.execute("PRAGMA freelist_count").fetchone()[0]
         return bool(pages * db.execute("PRAGMA page_size").fetchone()[0] > self._db_bytes)
 
+    def _cutoff(self) -> float:
+        return expiry_cutoff(self._wall(), self.max_age)
+
+    def _expire(self, db: sqlite3.Connection, totals: tuple[int, int, int]) -> tuple[int, int, int]:
+        """Delete every expired row (in the caller's transaction; by the ``created`` index)."""
+        if self.max_age is None:
+            return totals
+        version, count, total = totals
+        cutoff = self._cutoff()
+        expired, size = db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses WHERE created < ?", (cutoff,)
+        ).fetchone()
+        if expired:
+            db.execute("DELETE FROM responses WHERE created < ?", (cutoff,))
+            log.debug("responses store: %d responses expired (--responses_store_max_age)", expired)
+        return version, count - expired, total - size
+
     def _evict(self, db: sqlite3.Connection, totals: tuple[int, int, int]) -> tuple[int, int, int]:
         """Evict the least recently used rows until the bounds hold (in the caller's transaction)."""
         (version, count, total), evicted = totals, 0
@@ -438,10 +404,10 @@ class ResponseStore:
 
     def _get(self, db: sqlite3.Connection, response_id: str, owner: str, conversation: bool) -> StoredResponse | None:
         column = "response, conversation" if conversation else "response, '[]'"
-        query = f"SELECT {column} FROM responses WHERE id = ? AND owner = ?"
-        row = db.execute(query, (response_id, owner)).fetchone()
+        query = f"SELECT {column} FROM responses WHERE id = ? AND owner = ? AND created >= ?"
+        row = db.execute(query, (response_id, owner, self._cutoff())).fetchone()
         if row is None:
-            return None  # unknown and someone else's look the same: no marking as used either
+            return None  # unknown, expired and someone else's look the same: no marking as used either
         with self._housekeeping(db):  # a full or read-only disk still reads
             db.execute("UPDATE responses SET used = ? WHERE id = ?", (self._tick(), response_id))
         if self._db is db:
@@ -449,7 +415,8 @@ class ResponseStore:
         return StoredResponse(json.loads(row[0]), json.loads(row[1]))
 
     def _delete(self, db: sqlite3.Connection, response_id: str, owner: str) -> bool:
-        deleted = db.execute("DELETE FROM responses WHERE id = ? AND owner = ?", (response_id, owner)).rowcount > 0
+        query = "DELETE FROM responses WHERE id = ? AND owner = ? AND created >= ?"
+        deleted = db.execute(query, (response_id, owner, self._cutoff())).rowcount > 0
         if deleted:
             self._totals = None  # counted again at the next write
             self._after_write(db)
@@ -474,12 +441,12 @@ class ResponseStore:
 
     async def get(self, response_id: str, *, owner: str, conversation: bool = True) -> StoredResponse | None:
         """``owner``'s stored response (and its conversation), marked as just used; None if unknown,
-        evicted, or another owner's; StoreFault if it cannot be read now."""
+        evicted, expired, or another owner's; StoreFault if it cannot be read now."""
         return await self._run(GET, self._get, response_id, owner, conversation)
 
     async def delete(self, response_id: str, *, owner: str) -> bool:
-        """Delete ``owner``'s response; False if unknown, evicted, or another owner's (left as it is);
-        StoreFault if it cannot be deleted now."""
+        """Delete ``owner``'s response; False if unknown, evicted, expired, or another owner's (left as
+        it is); StoreFault if it cannot be deleted now."""
         return await self._run(DELETE, self._delete, response_id, owner)
 
     async def stats(self) -> tuple[int, int]:

@@ -13,8 +13,12 @@ Driver: psycopg 3 and its async pool (psycopg-pool). Chosen over asyncpg because
 reference driver (libpq): the URL, ``PGPASSWORD``, ``PGPASSFILE`` (a password file), ``PGSSLMODE``
 and the service file all work as in ``psql``, and the pool has the bounded waits below built in.
 
-Secrets: a password may be in the URL, but ``PGPASSWORD`` or a ``PGPASSFILE`` keep it out of the
-command line. :attr:`PostgresResponseStore.location` and every log line show the URL without it.
+Secrets: a password may be in the URL, but ``--responses_store_password_file`` (a file holding just
+the password, as a Kubernetes secret is mounted; read for each new connection, so a rotated secret
+needs no restart), ``PGPASSWORD`` or a ``PGPASSFILE`` keep it out of the command line; the file wins
+over the URL, the URL over libpq's environment. :attr:`PostgresResponseStore.location`, every log
+line and every error show the URL without it; a URL libpq cannot parse is refused at start-up with
+a message that quotes none of it (libpq's own message may quote the password).
 
 Timeouts: a database that is down or unreachable must not hang a request. A call waits at most
 :data:`POOL_TIMEOUT_S` for a connection (libpq's ``connect_timeout`` bounds each attempt), each
@@ -30,8 +34,11 @@ missed. The LRU mark of a read and the schema set-up at start count under ``hous
 set-up that failed is retried by the next call.
 
 Schema: created and migrated by the server under an advisory lock (replicas starting together
-migrate once). ``ovserve_schema_version`` records the version reached; :data:`MIGRATIONS` takes a
-database from each version to the next (nothing to v1 today). A database of a newer version than
+migrate once). ``ovserve_schema_version`` records each version reached; :data:`MIGRATIONS` takes a
+database from each version to the next (v2: ``created``, for ``--responses_store_max_age``; rows
+already there count their age from the migration, on the store's clock, as in SQLite). Expiry, as
+:mod:`~ovserve.dialects.openai.responses.store_common` says, uses the replica's clock, not the
+database's: the same clock as the SQLite store's, and a test's. A database of a newer version than
 this server knows is a fault: an older replica must not write rows it does not understand.
 """
 
@@ -42,21 +49,25 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from ovserve.dialects.openai.responses.store import (
+from ovserve.clock import SYSTEM_CLOCK, Clock
+from ovserve.dialects.openai.responses.store import StoredResponse
+from ovserve.dialects.openai.responses.store_common import (
     DELETE,
     GET,
     HOUSEKEEPING,
     OPERATIONS,
     PUT,
-    StoredResponse,
+    FaultLog,
     StoreFault,
-    _FaultLog,
+    StoreSettingError,
+    expiry_cutoff,
 )
 from ovserve.json_types import JsonObject
 
@@ -71,7 +82,7 @@ POOL_MAX = 8
 _MIGRATION_LOCK = 0x6F76_7365_0001
 _WRITE_LOCK = 0x6F76_7365_0002
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "CREATE SEQUENCE ovserve_responses_clock",
@@ -85,6 +96,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         )""",
         "CREATE INDEX ovserve_responses_used ON ovserve_responses (used)",
     ),
+    2: (
+        # Unix time of the write (the replica's clock), for --responses_store_max_age. The rows
+        # already there get the migration's time (%(now)s), then every write sets its own.
+        "ALTER TABLE ovserve_responses ADD COLUMN created double precision NOT NULL DEFAULT 0",
+        "UPDATE ovserve_responses SET created = %(now)s",
+        "ALTER TABLE ovserve_responses ALTER COLUMN created DROP DEFAULT",
+        "CREATE INDEX ovserve_responses_created ON ovserve_responses (created)",
+    ),
 }
 
 # The newest rows that fit both bounds stay; the rest -- the oldest -- go (one statement).
@@ -96,11 +115,12 @@ DELETE FROM ovserve_responses WHERE id IN (
     ) AS ranked
     WHERE n > %(max_count)s OR total > %(max_bytes)s
 )"""
+_EXPIRE = "DELETE FROM ovserve_responses WHERE created < %(cutoff)s"
 _PUT = """
-INSERT INTO ovserve_responses (id, owner, used, size, response, conversation)
-VALUES (%s, %s, nextval('ovserve_responses_clock'), %s, %s, %s)
+INSERT INTO ovserve_responses (id, owner, used, size, response, conversation, created)
+VALUES (%s, %s, nextval('ovserve_responses_clock'), %s, %s, %s, %s)
 ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, used = EXCLUDED.used, size = EXCLUDED.size,
-    response = EXCLUDED.response, conversation = EXCLUDED.conversation"""
+    response = EXCLUDED.response, conversation = EXCLUDED.conversation, created = EXCLUDED.created"""
 
 T = TypeVar("T")
 Connection = psycopg.AsyncConnection[tuple[object, ...]]
@@ -129,8 +149,15 @@ def redacted(url: str) -> str:
 
 
 def _conninfo(url: str) -> str:
-    """``url`` with the timeouts this store needs, unless the URL sets its own."""
-    params = conninfo_to_dict(url)
+    """``url`` with the timeouts this store needs, unless the URL sets its own; StoreSettingError if
+    libpq cannot parse it (its message is not repeated: it may quote the password)."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        raise StoreSettingError(
+            "--responses_store: not a PostgreSQL URL libpq can read (postgresql://user@host:port/dbname?option=value; "
+            "percent-encode ':', '@', '/', '%' and spaces in the user name and password)"
+        ) from None
     params.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
     options = str(params.get("options", ""))
     if "statement_timeout" not in options:
@@ -139,19 +166,69 @@ def _conninfo(url: str) -> str:
     return make_conninfo("", **params)
 
 
-class PostgresResponseStore:
-    """The bounded store in a PostgreSQL database; ``url`` is a libpq URL (``postgresql://...``)."""
+def check_url(url: str) -> None:
+    """StoreSettingError if libpq cannot read ``url``."""
+    _conninfo(url)
 
-    def __init__(self, url: str, *, max_count: int, max_bytes: int, pool_timeout: float | None = None) -> None:
+
+class PasswordFile:
+    """``--responses_store_password_file``: the password is the file's content, less its line end.
+
+    Read once when the store is made (a file that cannot be read, or is empty, is a
+    :class:`StoreSettingError`: the server does not start), then for each new connection, so a
+    rotated Kubernetes secret is used without a restart; a read that fails then is logged (never
+    the content) and the last password read is used."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._password = self._read()
+        except (OSError, UnicodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise StoreSettingError(f"--responses_store_password_file: cannot read {path}: {reason}") from None
+        if not self._password:
+            raise StoreSettingError(f"--responses_store_password_file: {path} is empty")
+
+    def _read(self) -> str:
+        return self.path.read_text(encoding="utf-8").removesuffix("\n").removesuffix("\r")
+
+    def password(self) -> str:
+        try:
+            password = self._read()
+        except (OSError, UnicodeError) as exc:
+            log.warning("responses store: cannot read %s (%s); using the password read before", self.path, exc)
+            return self._password
+        self._password = password or self._password
+        return self._password
+
+
+class PostgresResponseStore:
+    """The bounded store in a PostgreSQL database; ``url`` is a libpq URL (``postgresql://...``).
+    ``max_age``: seconds a row is kept (None: no age bound), on ``clock``'s :meth:`~ovserve.clock.Clock.wall`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_count: int,
+        max_bytes: int,
+        max_age: float | None = None,
+        password_file: Path | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        pool_timeout: float | None = None,
+    ) -> None:
         self.location = redacted(url)
         self.pool_timeout = POOL_TIMEOUT_S if pool_timeout is None else pool_timeout
         self.max_count = max_count
         self.max_bytes = max_bytes
+        self.max_age = max_age
         self.failures: dict[str, int] = dict.fromkeys(OPERATIONS, 0)
         self._conninfo = _conninfo(url)
+        self._password_file = PasswordFile(password_file) if password_file is not None else None
+        self._wall = clock.wall
         self._pool: AsyncConnectionPool[Connection] | None = None
         self._migrated = False
-        self._faults = _FaultLog()
+        self._faults = FaultLog()
 
     @property
     def enabled(self) -> bool:
@@ -168,7 +245,7 @@ class PostgresResponseStore:
                 min_size=0,
                 max_size=POOL_MAX,
                 timeout=self.pool_timeout,
-                kwargs={"autocommit": True},
+                kwargs=self._connect_kwargs,
                 # A pooled connection is checked (one round trip) before each call: after the
                 # database restarts, the first call gets a new connection instead of a fault.
                 check=AsyncConnectionPool.check_connection,
@@ -177,6 +254,21 @@ class PostgresResponseStore:
             )
             await self._pool.open(wait=False)
         return self._pool
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        """A new connection's parameters beyond the URL (the pool asks for each one)."""
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if self._password_file is not None:
+            kwargs["password"] = self._password_file.password()
+        return kwargs
+
+    def _cutoff(self) -> float:
+        return expiry_cutoff(self._wall(), self.max_age)
+
+    async def _expire(self, db: Connection) -> None:
+        """Delete every expired row (in the caller's transaction, which holds the write lock)."""
+        if self.max_age is not None:
+            await db.execute(_EXPIRE, {"cutoff": self._cutoff()})
 
     async def _guarded(self, operation: str, work: Callable[[Connection], Awaitable[T]]) -> T:
         """``work(connection)`` on a pooled connection of a migrated database; a fault is logged,
@@ -214,11 +306,12 @@ class PostgresResponseStore:
                 raise SchemaTooNew(f"the database is at schema {version}; this server knows {SCHEMA_VERSION}")
             for step in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[step]:
-                    await db.execute(statement)
+                    await db.execute(statement, {"now": self._wall()} if "%(now)s" in statement else None)
                 await db.execute("INSERT INTO ovserve_schema_version (version) VALUES (%s)", (step,))
                 log.info("responses store: %s migrated to schema version %d", self.location, step)
-            # A restart with smaller bounds applies them at once.
+            # A restart with smaller bounds, or a shorter age, applies them at once.
             await db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+            await self._expire(db)
             await db.execute(_EVICT, {"max_count": self.max_count, "max_bytes": self.max_bytes})
         self._migrated = True
 
@@ -244,9 +337,10 @@ class PostgresResponseStore:
         response_id = response["id"]
 
         async def work(db: Connection) -> bool:
-            async with db.transaction():  # the row and the evictions it causes: all or nothing
+            async with db.transaction():  # the row and the expiries and evictions it causes: all or nothing
                 await db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
-                await db.execute(_PUT, (response_id, owner, size, response_json, conversation_json))
+                await self._expire(db)
+                await db.execute(_PUT, (response_id, owner, size, response_json, conversation_json, self._wall()))
                 await db.execute(_EVICT, {"max_count": self.max_count, "max_bytes": self.max_bytes})
                 kept = await db.execute("SELECT 1 FROM ovserve_responses WHERE id = %s", (response_id,))
                 return await kept.fetchone() is not None
@@ -254,12 +348,12 @@ class PostgresResponseStore:
         return await self._guarded(PUT, work)
 
     async def get(self, response_id: str, *, owner: str, conversation: bool = True) -> StoredResponse | None:
-        """``owner``'s stored response, marked as just used; None if unknown, evicted, or another's."""
+        """``owner``'s stored response, marked as just used; None if unknown, evicted, expired, or another's."""
         columns = "response, conversation" if conversation else "response, '[]'"
 
         async def work(db: Connection) -> StoredResponse | None:
-            query = f"SELECT {columns} FROM ovserve_responses WHERE id = %s AND owner = %s"
-            row = await (await db.execute(query, (response_id, owner))).fetchone()
+            query = f"SELECT {columns} FROM ovserve_responses WHERE id = %s AND owner = %s AND created >= %s"
+            row = await (await db.execute(query, (response_id, owner, self._cutoff()))).fetchone()
             if row is None:
                 return None
             try:
@@ -274,11 +368,11 @@ class PostgresResponseStore:
         return await self._guarded(GET, work)
 
     async def delete(self, response_id: str, *, owner: str) -> bool:
-        """Delete ``owner``'s response; False if unknown, evicted, or another owner's."""
+        """Delete ``owner``'s response; False if unknown, evicted, expired, or another owner's."""
 
         async def work(db: Connection) -> bool:
-            query = "DELETE FROM ovserve_responses WHERE id = %s AND owner = %s"
-            return (await db.execute(query, (response_id, owner))).rowcount > 0
+            query = "DELETE FROM ovserve_responses WHERE id = %s AND owner = %s AND created >= %s"
+            return (await db.execute(query, (response_id, owner, self._cutoff()))).rowcount > 0
 
         return await self._guarded(DELETE, work)
 
