@@ -4,11 +4,17 @@ already holds.
 Contract:
 
 - :class:`ScrapeCollector` reads each watched model's admission counts (queue depth), its engine
-  client (ready, in flight, restarts, stalls, the engine's last report: KV cache, pipeline
-  requests), the engine process's resident memory (from ``/proc``), drafting totals; the
+  client (ready, in flight, restarts, stalls, the engine's last report: KV cache use and geometry,
+  pipeline requests), the engine process's resident memory (from ``/proc``), drafting totals; the
   residency manager's models on demand (state, loads, unloads, evictions, load durations, memory
   against the budget); the Responses store's fault counts; and the event-loop lag histogram.
 - Collecting never waits on an engine, so a stuck engine cannot slow or empty ``/metrics``.
+- The engine's report is exported only while its process is attached: a model unloaded (or
+  restarting, or not loaded yet) has no KV cache, so its cache series go away rather than repeat
+  the last process's values; its queue gauges stay (requests may wait for its load).
+- The routing gauges (queue, running, KV-cache use 0-1, ``ovserve_cache_config_info``) are
+  ovserve's side of the Gateway API Inference Extension's model server protocol (docs/routing.md):
+  their names and meanings are a contract with the endpoint picker's configuration.
 - What it reads is declared here as protocols (the views), not imported: the served models and
   the residency manager import this module (``ResidencyRow``, ``LOAD_BUCKETS``), so it must not
   import them.
@@ -114,6 +120,15 @@ class ResidencyView(Protocol):
     def metric_rows(self) -> Iterable[ResidencyRow]: ...
 
 
+# The families an endpoint picker reads, by the field of its engine config (llm-d's
+# ``engineConfigs`` entry) that names each: the chart renders that entry (deploy/helm/ovserve,
+# ``inferencePool``) and docs/routing.md describes it. A rename here breaks routing.
+ROUTING_METRICS = {
+    "queuedRequestsSpec": "ovserve_requests_waiting",
+    "runningRequestsSpec": "ovserve_requests_running",
+    "kvUsageSpec": "ovserve_kv_cache_usage_ratio",
+    "cacheInfoSpec": "ovserve_cache_config_info",
+}
 # The states of a model (``ovserve.models.residency.ModelState``), one series each.
 MODEL_STATES = ("loaded", "loading", "unloading", "unloaded", "failed")
 # Why a model was unloaded, one series each from the start.
@@ -147,19 +162,27 @@ _Row = tuple[type[GaugeMetricFamily | CounterMetricFamily], str, str, _Read]
 _G, _C = GaugeMetricFamily, CounterMetricFamily
 
 
+def _report(model: ServedModelView) -> EngineStats | None:
+    """The engine's last report while its process is attached (see the module's contract)."""
+    engine = model.engine
+    if engine.running_pid is None or engine.last_report_at is None:
+        return None
+    return engine.last_report
+
+
 def _reported(read: Callable[[EngineStats], float]) -> _Read:
-    """A value of the engine's last report, once it has made one."""
+    """A value of the engine's last report (:func:`_report`)."""
 
     def value(model: ServedModelView) -> float | None:
-        report = model.engine.last_report
-        return None if report is None or model.engine.last_report_at is None else read(report)
+        report = _report(model)
+        return None if report is None else read(report)
 
     return value
 
 
 def _report_age(model: ServedModelView) -> float | None:
     at = model.engine.last_report_at
-    return None if at is None or model.engine.last_report is None else time.monotonic() - at
+    return None if at is None or _report(model) is None else time.monotonic() - at
 
 
 def _rss(model: ServedModelView) -> int | None:
@@ -195,7 +218,8 @@ _ENGINE_ROWS: tuple[_Row, ...] = (
      _reported(lambda report: report.active_requests + report.releasing_requests)),
     (_G, "ovserve_engine_scheduled_requests", "Requests the pipeline scheduled in its last step.",
      _reported(lambda report: report.scheduled_requests)),
-    (_G, "ovserve_kv_cache_usage_ratio", "Fraction of the KV cache in use (engine's last report).",
+    (_G, "ovserve_kv_cache_usage_ratio",
+     "Fraction of the KV cache's blocks in use, 0-1 (engine's last report; the endpoint picker's KV-cache scorer).",
      _reported(lambda report: report.cache_usage)),
     (_G, "ovserve_kv_cache_bytes", "KV cache the engine has allocated.",
      _reported(lambda report: report.kv_cache_bytes)),
@@ -212,6 +236,22 @@ _DRAFTING_ROWS: tuple[_Row, ...] = tuple(
         ("ovserve_draft_verify_steps", "Main-model verification steps of drafting requests.", "verify_steps"),
     )
 )
+
+
+def _cache_config(models: Iterable[ServedModelView]) -> Metric:
+    """vLLM's ``cache_config_info`` for ovserve: 1, its labels the KV cache's geometry, for each model
+    whose engine reports both (a VLM and a drafting pipeline do not measure their block count)."""
+    family = GaugeMetricFamily(
+        "ovserve_cache_config_info",
+        "1 for the model's KV cache geometry: block_size (tokens per block), num_blocks (blocks it holds now; a "
+        "cache grown on demand grows). Read by the endpoint picker's prefix-cache scorer.",
+        labels=["model", "block_size", "num_blocks"],
+    )
+    for model in models:
+        report = _report(model)
+        if report is not None and report.block_size > 0 and report.num_blocks > 0:
+            family.add_metric([model.name, str(report.block_size), str(report.num_blocks)], 1.0)
+    return family
 
 
 def _per_model(models: Iterable[ServedModelView], row: _Row) -> Metric:
@@ -249,6 +289,7 @@ class ScrapeCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         models = list(self._models)
         yield from (_per_model(models, row) for row in _ENGINE_ROWS)
+        yield _cache_config(models)
         if any(model.drafting.requests for model in models):
             yield from (_per_model(models, row) for row in _DRAFTING_ROWS)
         if self._residency is not None:

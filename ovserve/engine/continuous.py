@@ -111,13 +111,16 @@ class EngineLoop(LoopBase):
         prefix_cache: PrefixCacheModel | None = None,
         block_bytes: int | None = None,
         vocab_size: int | None = None,
+        block_size: int = 0,
     ) -> None:
         super().__init__(pipe, conn)
         self._detokenizer = detokenizer(self._tokenizer, vocab_size)
         # The model of the engine's prefix cache (text prompts, prefix caching on), and the bytes
-        # of one KV block, which turn the cache's size into the model's capacity.
+        # of one KV block, which turn the cache's size into its block count (the model's capacity,
+        # and /metrics'); the tokens one block holds (0: not known).
         self._prefix_cache = prefix_cache
         self._block_bytes = block_bytes
+        self._block_size = block_size
         self._active: dict[int, _Active] = {}
         self._added_since_step: list[int] = []
         # Finished and cancelled handles stay referenced for a few more steps: the pipeline frees
@@ -283,6 +286,8 @@ class EngineLoop(LoopBase):
             scheduled_requests=int(metrics.scheduled_requests),
             cache_usage=float(metrics.cache_usage) / 100.0,  # the pipeline reports a percentage
             kv_cache_bytes=int(metrics.kv_cache_size_in_bytes),
+            block_size=self._block_size,
+            num_blocks=int(metrics.kv_cache_size_in_bytes) // self._block_bytes if self._block_bytes else 0,
         )
 
     def _track_cache_size(self, metrics: Any) -> None:

@@ -93,6 +93,10 @@ class EngineStats:
     scheduled_requests: int
     cache_usage: float  # fraction of the KV cache in use
     kv_cache_bytes: int = 0  # the KV cache the pipeline has allocated
+    # The KV cache's geometry (0: unknown, or no paged cache): tokens per block, and the blocks it
+    # holds now (a cache grown on demand grows). What a router's prefix-cache scorer sizes itself by.
+    block_size: int = 0
+    num_blocks: int = 0
 
 
 # -- server -> engine -----------------------------------------------------------------------

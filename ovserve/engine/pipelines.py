@@ -195,6 +195,13 @@ def is_vlm(model_path: Path) -> bool:
     return (model_path / VISION_ENCODER_FILE).is_file()
 
 
+def kv_block_tokens(device: str) -> int:
+    """Tokens per KV-cache block on ``device``: openvino_genai's ``DeviceConfig`` pages the cache in
+    blocks of 16 tokens on a GPU (any device string that names one) and 32 elsewhere (the CPU: one
+    block holds 1-32 tokens, measured with ``PipelineMetrics.cache_usage``)."""
+    return 16 if "GPU" in device else 32
+
+
 def measure_block_bytes(pipe: Any) -> int | None:
     """The bytes of one KV block, measured with a one-token request before readiness.
 

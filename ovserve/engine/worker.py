@@ -19,7 +19,7 @@ from ovserve.engine.continuous import EngineLoop
 from ovserve.engine.faults import FaultInjectingLoop
 from ovserve.engine.memory import pin_malloc_thresholds
 from ovserve.engine.messages import Fatal, Ready
-from ovserve.engine.pipelines import build_pipeline, is_vlm, measure_block_bytes, vocab_size
+from ovserve.engine.pipelines import build_pipeline, is_vlm, kv_block_tokens, measure_block_bytes, vocab_size
 from ovserve.engine.prefix_cache import PrefixCacheModel
 from ovserve.engine.retrieval_loop import RetrievalEngineLoop
 from ovserve.engine.spec import EngineSpec, PipelineKind
@@ -40,13 +40,15 @@ def main(conn: PipeChannel, spec: EngineSpec, log_level: int = logging.INFO) -> 
     if not spec.kind.generates:
         loop = RetrievalEngineLoop(pipe, conn, spec)
     elif spec.kind.continuous_batching:
-        prefix_cache, block_bytes = None, None
-        if spec.scheduler.enable_prefix_caching and not is_vlm(spec.model_path):
-            prefix_cache = PrefixCacheModel()
-            # Drafting pipelines refuse a request without their drafting settings: those keep the
-            # model's default capacity.
-            block_bytes = measure_block_bytes(pipe) if spec.kind is PipelineKind.CONTINUOUS_BATCHING else None
-        loop_args = (pipe, conn, prefix_cache, block_bytes, vocab_size(spec.model_path))
+        block_size = kv_block_tokens(spec.device)
+        text = not is_vlm(spec.model_path)
+        prefix_cache = PrefixCacheModel(block_size) if spec.scheduler.enable_prefix_caching and text else None
+        # The block's bytes turn the cache's size into its block count (/metrics, the prefix-cache
+        # model's capacity). Drafting pipelines refuse a request without their drafting settings, and
+        # a VLM's prompts are no token ids: those report no block count.
+        measurable = text and spec.kind is PipelineKind.CONTINUOUS_BATCHING
+        block_bytes = measure_block_bytes(pipe) if measurable else None
+        loop_args = (pipe, conn, prefix_cache, block_bytes, vocab_size(spec.model_path), block_size)
         loop = EngineLoop(*loop_args) if spec.fault is None else FaultInjectingLoop(*loop_args, fault=spec.fault)
     else:
         loop = StatefulEngineLoop(pipe, conn, vocab_size(spec.model_path))

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ovserve.scrape import ROUTING_METRICS
 from tests.conftest import Server, contention_factor, graph_config, launch_server, start_server, wait_for
 
 LONG_CHAT = {
@@ -264,7 +265,19 @@ def test_metrics_parse_and_every_histogram_moves_under_load(tiny_llm: Path, tmp_
         assert after[("ovserve_requests_total", completed)] == 8
         refused = (("endpoint", "chat"), ("model", ""), ("outcome", "invalid_request_error"), ("status", "400"))
         assert after[("ovserve_requests_total", refused)] == 1
-        assert 0.0 <= after[("ovserve_kv_cache_usage_ratio", model)] <= 1.0
         assert after[("ovserve_engine_ready", model)] == 1
+        # What an endpoint picker routes by (docs/routing.md): every request ended, so nothing is
+        # queued or running; the KV cache's use is a fraction; its geometry is the CPU's 32-token
+        # blocks, as many as the cache's bytes hold (the engine measured one block's bytes).
+        assert after[("ovserve_requests_waiting", model)] == 0
+        assert after[("ovserve_requests_running", model)] == 0
+        assert 0.0 <= after[("ovserve_kv_cache_usage_ratio", model)] <= 1.0
+        [(geometry, info)] = [
+            (dict(labels), value) for (name, labels), value in after.items() if name == "ovserve_cache_config_info"
+        ]
+        assert info == 1 and geometry["model"] == "tiny-llm" and geometry["block_size"] == "32"
+        blocks = int(geometry["num_blocks"])
+        assert 0 < blocks <= after[("ovserve_kv_cache_bytes", model)]
+        assert set(ROUTING_METRICS.values()) <= {name for name, _ in after}
     finally:
         server.stop()

@@ -5,7 +5,8 @@ starts it instead of spawning ``ovserve.engine.worker``, gets the server's end o
 and everything on its side (writer thread, ``add_reader``, ``_dispatch``, cancellation, death
 and restart) runs as in production. The engine's end answers each :class:`AddRequest` from a
 *script*: a function of the request that yields the events of one engine step at a time, and each
-:class:`EmbedRequest` (an embeddings model) at once with :func:`embedding` of each text.
+:class:`EmbedRequest` (an embeddings model) at once with :func:`embedding` of each text. Its
+reports carry a KV cache only when its launcher has a :class:`ScriptedCache`.
 
 The engine keeps time on a :class:`~ovserve.clock.Clock` (the real one unless a test hands it a
 :class:`~ovserve.clock.ManualClock`): its heartbeats, the length of a :class:`Busy` step and the
@@ -46,6 +47,35 @@ from ovserve.engine.messages import (
 )
 from ovserve.engine.spec import EngineSpec
 from ovserve.engine.watchdog import ProcessSample
+
+
+@dataclass(frozen=True)
+class ScriptedCache:
+    """A paged KV cache for the scripted engine to report: each request it runs holds
+    ``blocks_per_request`` of ``num_blocks`` blocks of ``block_size`` tokens (``block_bytes`` each)."""
+
+    block_size: int = 32
+    num_blocks: int = 100
+    blocks_per_request: int = 10
+    block_bytes: int = 4096
+
+    def stats(self, running: int) -> EngineStats:
+        used = min(self.num_blocks, running * self.blocks_per_request)
+        return EngineStats(
+            running,
+            0,
+            running,
+            running,
+            used / self.num_blocks,
+            kv_cache_bytes=self.num_blocks * self.block_bytes,
+            block_size=self.block_size,
+            num_blocks=self.num_blocks,
+        )
+
+
+def no_cache_stats(running: int) -> EngineStats:
+    """What an engine without a paged KV cache of its own reports (the default)."""
+    return EngineStats(running, 0, running, running, 0.0)
 
 
 class Die:
@@ -183,6 +213,7 @@ class ScriptedEngine:
     exitcode: int | None = None
     pid: int = field(default_factory=lambda: next(_pids))
     launched_at: float = 0.0  # on its clock
+    stats: Callable[[int], EngineStats] = no_cache_stats  # its report with this many requests running
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     busy_steps: int = 0  # Busy steps worked to their end
@@ -247,7 +278,7 @@ class ScriptedEngine:
                 self._stop.wait(0.01)
                 continue
             if self.clock.monotonic() - last_beat >= HEARTBEAT_INTERVAL_S:  # alive, idle or busy
-                events.append(Heartbeat(EngineStats(len(active), 0, len(active), len(active), 0.0)))
+                events.append(Heartbeat(self.stats(len(active))))
                 last_beat = self.clock.monotonic()
             # Like the real loop: wait for a command only when nothing is running.
             if self.conn.poll(self.step_interval_s if active else 0.05):
@@ -264,8 +295,7 @@ class ScriptedEngine:
                             if active.pop(request_id, None) is not None:
                                 events.append(RequestEnded(request_id))
                         case StatsRequest(token):
-                            running = len(active)
-                            events.append(StatsReply(token, EngineStats(running, 0, running, running, 0.0)))
+                            events.append(StatsReply(token, self.stats(len(active))))
                         case Shutdown():
                             return 0
             for request_id, steps in list(active.items()):
@@ -315,6 +345,7 @@ class ScriptedLauncher:
     gate: threading.Event = field(default_factory=threading.Event)
     fatal: str | None = None
     clock: Clock = SYSTEM_CLOCK  # its engines' (ScriptedEngine.clock)
+    cache: ScriptedCache | None = None  # the KV cache its engines report (None: none)
     launched: list[ScriptedEngine] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -324,6 +355,8 @@ class ScriptedLauncher:
         server_end, engine_end = engine_channel(multiprocessing.get_context())
         # Through the launcher: a test may swap the script between requests.
         engine = ScriptedEngine(engine_end, lambda add: self.script(add), self.gate, self.fatal, clock=self.clock)
+        if self.cache is not None:
+            engine.stats = self.cache.stats
         engine.start()
         self.launched.append(engine)
         return server_end, engine
