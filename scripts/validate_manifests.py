@@ -3,11 +3,13 @@
     python scripts/validate_manifests.py deploy/manifests/ovserve.yaml deploy/kserve/*.yaml
 
 Built-in kinds are checked with kubernetes-validate in strict mode (unknown fields, such as a
-misspelled one, fail). Custom resources have no schema here, so what they embed from core v1 is
-checked instead: a ServingRuntime's containers and volumes, and an InferenceService predictor's
-model container, are validated as a Pod. A ServiceMonitor or PrometheusRule embeds nothing from
-core v1 and is skipped with that reason (tests/deploy checks its fields; promtool its rules). Any
-other unknown kind fails.
+misspelled one, fail). A custom resource whose CRD is kept in deploy/crds (the InferencePool) is
+checked against that CRD's schema, its objects closed as strict field validation treats them, its
+metadata as an ObjectMeta; the CRD's CEL rules are not evaluated (the finding counts them). For
+other custom resources, what they embed from core v1 is checked instead: a ServingRuntime's
+containers and volumes, and an InferenceService predictor's model container, are validated as a
+Pod. A ServiceMonitor or PrometheusRule embeds nothing from core v1 and is skipped with that
+reason (tests/deploy checks its fields; promtool its rules). Any other unknown kind fails.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ import argparse
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import yaml
+
+CRD_DIR = Path(__file__).resolve().parents[1] / "deploy" / "crds"
 
 # The chart's kubeVersion floor, the version the chart targets, the newest kubernetes-validate knows.
 DEFAULT_VERSIONS = ("1.29.0", "1.33.0", "1.37.0")
@@ -42,6 +48,76 @@ class Finding:
 
     def __str__(self) -> str:
         return f"{'ok  ' if self.ok else 'FAIL'} {self.source}: {self.resource}: {self.message}"
+
+
+@dataclass(frozen=True)
+class CustomSchema:
+    """One served version of a CRD kept in deploy/crds."""
+
+    source: str  # the CRD's file name
+    schema: dict[str, Any]  # its openAPIV3Schema, objects closed (see closed_objects)
+    cel_rules: int  # x-kubernetes-validations rules in it, not evaluated here
+
+
+def closed_objects(schema: Any) -> Any:
+    """``schema`` with each object that lists its properties closed to others (unless it says it
+    keeps unknown fields): the API server prunes unknown fields, and refuses them under strict field
+    validation, kubectl's default; a JSON Schema would let them through."""
+    if isinstance(schema, list):
+        return [closed_objects(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {key: closed_objects(value) for key, value in schema.items()}
+    open_ended = "additionalProperties" in schema or schema.get("x-kubernetes-preserve-unknown-fields")
+    if "properties" in schema and not open_ended:
+        closed["additionalProperties"] = False
+    return closed
+
+
+def _count_rules(schema: Any) -> int:
+    if isinstance(schema, list):
+        return sum(_count_rules(item) for item in schema)
+    if not isinstance(schema, dict):
+        return 0
+    return len(schema.get("x-kubernetes-validations", [])) + sum(_count_rules(value) for value in schema.values())
+
+
+@cache
+def custom_schemas(directory: Path = CRD_DIR) -> dict[tuple[str, str], CustomSchema]:
+    """(apiVersion, kind) -> the schema of each served version of the CRDs in ``directory``."""
+    schemas: dict[tuple[str, str], CustomSchema] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        for crd in yaml.safe_load_all(path.read_text()):
+            if not crd or crd.get("kind") != "CustomResourceDefinition":
+                continue
+            spec = crd["spec"]
+            for version in spec["versions"]:
+                if not version.get("served", True):
+                    continue
+                raw = version["schema"]["openAPIV3Schema"]
+                key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
+                schemas[key] = CustomSchema(path.name, closed_objects(raw), _count_rules(raw))
+    return schemas
+
+
+def validate_custom(document: dict[str, Any], source: str, custom: CustomSchema) -> Iterator[Finding]:
+    """A custom resource against its CRD's schema, and its metadata as any object's."""
+    resource = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
+    errors = sorted(jsonschema.Draft7Validator(custom.schema).iter_errors(document), key=lambda error: error.path)
+    for error in errors:
+        path = ".".join(str(part) for part in error.absolute_path) or "(root)"
+        yield Finding(source, resource, False, f"schema of {custom.source}: {path}: {error.message}")
+    # ObjectMeta's own rules (name format, label syntax) are the same for every kind.
+    holder = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": document.get("metadata") or {}}
+    try:
+        kubernetes_validate.validate(holder, DEFAULT_VERSIONS[-1], strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        path = ".".join(str(part) for part in exc.absolute_path) or "(root)"
+        yield Finding(source, resource, False, f"ObjectMeta: {path}: {exc.message}")
+        return
+    if not errors:
+        unchecked = f"; {custom.cel_rules} CEL rules not evaluated" if custom.cel_rules else ""
+        yield Finding(source, resource, True, f"valid against the CRD schema of {custom.source}{unchecked}")
 
 
 def _pod(name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -72,6 +148,10 @@ def validate_document(document: dict[str, Any], source: str, versions: Iterable[
     key = (document.get("apiVersion"), document.get("kind"))
     if key in SKIPPED:
         yield Finding(source, resource, True, f"skipped: {SKIPPED[key]}")
+        return
+    custom = custom_schemas().get((str(key[0]), str(key[1])))
+    if custom is not None:
+        yield from validate_custom(document, source, custom)
         return
     embedded = core_parts(document)
     target, what = (embedded, "embedded core v1 parts (as a Pod)") if embedded is not None else (document, "schema")

@@ -47,8 +47,16 @@ def only(objects: list[Manifest], kind: str) -> Manifest:
 
 
 def server_container(objects: list[Manifest]) -> Manifest:
-    containers = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
-    return next(container for container in containers if container["name"] == "ovserve")
+    """The server's container (with inferencePool on, the endpoint picker is a Deployment too)."""
+    containers: list[Manifest] = [
+        container
+        for item in objects
+        if item["kind"] == "Deployment"
+        for container in item["spec"]["template"]["spec"]["containers"]
+        if container["name"] == "ovserve"
+    ]
+    assert len(containers) == 1, f"expected one server container, found {len(containers)}"
+    return containers[0]
 
 
 def arg_value(args: list[str], flag: str) -> str:

@@ -10,7 +10,7 @@ import yaml
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
-from scripts.render_manifests import MANIFEST, ROOT
+from scripts.render_manifests import CHART, MANIFEST, ROOT
 from scripts.validate_manifests import validate_text
 from tests.deploy.chart import arg_value, helm_fails, only, render_objects, render_text, server_container
 
@@ -32,6 +32,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "fixed-replicas": {"autoscaling": {"enabled": False}, "replicaCount": 3},
     "client-ip-affinity": {"service": {"sessionAffinity": "ClientIP"}},
     "key-from-env-metrics-public": {"apiKey": {"mode": "env"}, "server": {"metricsPublic": True}},
+    "inference-pool": yaml.safe_load((CHART / "examples" / "inference-pool.values.yaml").read_text()),
     "openvino-cache-and-gpu-node": {
         "server": {"openvinoCacheDir": "/cache/openvino"},
         "resources": {"limits": {"cpu": "4", "memory": "8Gi", "gpu.intel.com/i915": 1}},

@@ -132,3 +132,56 @@ limits.cpu may be a number (2, 2.5) or a quantity string ("2", "1500m").
 - {{ . | quote }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The endpoint picker (inferencePool.enabled): its names and labels. Its selector differs from the
+server's (name ovserve-epp), so the server's Service, PDB and HPA never take in its pods.
+*/}}
+{{- define "ovserve.epp.fullname" -}}
+{{- printf "%s-epp" (include "ovserve.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ovserve.epp.selectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-epp" (include "ovserve.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: endpoint-picker
+{{- end -}}
+
+{{- define "ovserve.epp.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "ovserve.epp.selectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/*
+The model whose series the picker reads: inferencePool.modelName, else the single mode's model.
+It goes into PromQL-style selectors (name{model="..."}) that the picker splits on commas and
+braces, so those (and quotes, backslashes) are refused.
+*/}}
+{{- define "ovserve.routedModel" -}}
+{{- $v := .Values -}}
+{{- $model := $v.inferencePool.modelName -}}
+{{- if and (not $model) (eq $v.model.mode "single") -}}
+{{- $model = $v.model.single.name -}}
+{{- end -}}
+{{- if not $model -}}
+{{- fail "inferencePool.modelName is required with model.mode=config: the endpoint picker reads one model's series of ovserve's per-model gauges" -}}
+{{- end -}}
+{{- if not (regexMatch "^[^\"{},\\\\]+$" $model) -}}
+{{- fail (printf "inferencePool.modelName %q cannot go into a metric selector: no quotes, commas, braces or backslashes" $model) -}}
+{{- end -}}
+{{- $model -}}
+{{- end -}}
+
+{{/* One of ovserve's metric families, selected for the routed model. */}}
+{{- define "ovserve.routedMetric" -}}
+{{- printf "%s{model=\"%s\"}" .metric (include "ovserve.routedModel" .root) -}}
+{{- end -}}
+
+{{/* The picker scrapes /metrics with no credentials: refuse a chart where the key guards it. */}}
+{{- define "ovserve.inferencePool.checks" -}}
+{{- if and .Values.apiKey.enabled (not .Values.server.metricsPublic) -}}
+{{- fail "inferencePool.enabled needs server.metricsPublic=true (or apiKey.enabled=false): the endpoint picker scrapes each pod's /metrics without a key" -}}
+{{- end -}}
+{{- $_ := include "ovserve.routedModel" . -}}
+{{- end -}}
