@@ -78,3 +78,14 @@ async def test_the_default_replica_name_is_the_host_and_port_and_no_store_means_
     storeless = await serve(fast_model(reply("Hello")), responses_store="none")
     status, made = await storeless.post("/v3/responses", {"input": "Hi"})
     assert status == 200 and re.fullmatch(r"resp_[0-9a-f]{32}", made["id"])
+
+
+async def test_a_replica_restarted_under_another_name_still_serves_what_its_file_holds(serve, tmp_path) -> None:
+    store = str(tmp_path / "responses.db")
+    before = await serve(fast_model(reply("Hello")), responses_store=store, replica_name="host:8000")
+    status, made = await before.post("/v3/responses", {"input": "Hi"})
+    assert status == 200 and made["store"] is True
+    after = await serve(fast_model(reply("Again")), responses_store=store, replica_name="host:8001")  # a new port
+    assert await call(after, "GET", f"/v3/responses/{made['id']}") == (200, made)
+    status, continued = await after.post("/v3/responses", {"input": "More", "previous_response_id": made["id"]})
+    assert status == 200 and hint_in(continued["id"]) == replica_hint("host:8001")

@@ -26,10 +26,11 @@ stored response now -- ``previous_response_id``, ``GET``, ``DELETE`` -- is a 503
 ``Retry-After`` (:func:`_store_unavailable`): the server cannot serve that conversation at the
 moment, which is neither the client's fault (400) nor an unknown id (404).
 
-Replicas: with a store of each replica's own, an id made by another replica
-(:mod:`~ovserve.dialects.openai.responses.ids`) is a 404 naming that replica's hint and the two
-fixes (sticky routing, a shared store), before the store is asked: the same answer whether the
-response exists or not, so it tells a caller nothing the id did not.
+Replicas: with a store of each replica's own, an id this replica does not have, made by another
+replica (:mod:`~ovserve.dialects.openai.responses.ids`), is a 404 naming that replica's hint and
+the two fixes (sticky routing, a shared store): the same answer whether the response exists there
+or not, so it tells a caller nothing the id did not. The store is asked first, so a replica that
+restarted under another name (or port) still serves what its store holds.
 """
 
 from __future__ import annotations
@@ -264,15 +265,17 @@ class ResponsesEndpoint:
                 "(--responses_store none); send the whole conversation as input",
                 param="previous_response_id",
             )
-        self._here(response_id, "previous_response_id")
         try:
             stored = await self.store.get(response_id, owner=owner)
         except StoreFault as exc:
             raise _store_unavailable("previous_response_id") from exc
         if stored is None:
-            raise NotFoundError(
-                f"no stored response '{response_id}' (never stored, deleted, expired, or evicted from the store)",
-                param="previous_response_id",
+            raise self._missing(
+                response_id,
+                NotFoundError(
+                    f"no stored response '{response_id}' (never stored, deleted, expired, or evicted from the store)",
+                    param="previous_response_id",
+                ),
             )
         return [_STORED_ITEM.validate_python(item) for item in stored.conversation]
 
@@ -392,39 +395,38 @@ class ResponsesEndpoint:
 
     # -- GET / DELETE -------------------------------------------------------------------------
 
-    def _here(self, response_id: str, param: str) -> None:
-        """A 404 if another replica made ``response_id`` (with a store of each replica's own)."""
-        if (hint := self.ids.elsewhere(response_id)) is not None:
-            raise NotFoundError(
-                f"response '{response_id}' is stored on replica {hint}, not on the one this request reached: "
-                "send a conversation's requests to the replica that stored it (sticky routing), or give the "
-                "replicas a shared store (--responses_store postgresql://...)",
-                param=param,
-                code="response_on_another_replica",
-            )
+    def _missing(self, response_id: str, unknown: NotFoundError) -> NotFoundError:
+        """The 404 of an id this store does not hold: ``unknown``, unless another replica made it."""
+        if (hint := self.ids.elsewhere(response_id)) is None:
+            return unknown
+        return NotFoundError(
+            f"response '{response_id}' is stored on replica {hint}, not on the one this request reached: "
+            "send a conversation's requests to the replica that stored it (sticky routing), or give the "
+            "replicas a shared store (--responses_store postgresql://...)",
+            param=unknown.param,
+            code="response_on_another_replica",
+        )
 
     async def retrieve(self, response_id: str, *, owner: str) -> Response:
         if not self.store.enabled:
             raise _unknown(response_id)
-        self._here(response_id, "response_id")
         try:
             stored = await self.store.get(response_id, owner=owner, conversation=False)
         except StoreFault as exc:
             raise _store_unavailable("response_id") from exc
         if stored is None:
-            raise _unknown(response_id)
+            raise self._missing(response_id, _unknown(response_id))
         return _stored_response(stored.response)
 
     async def delete(self, response_id: str, *, owner: str) -> ResponseDeleted:
         if not self.store.enabled:
             raise _unknown(response_id)
-        self._here(response_id, "response_id")
         try:
             deleted = await self.store.delete(response_id, owner=owner)
         except StoreFault as exc:
             raise _store_unavailable("response_id") from exc
         if not deleted:
-            raise _unknown(response_id)
+            raise self._missing(response_id, _unknown(response_id))
         return ResponseDeleted(id=response_id, object="response.deleted", deleted=True)
 
 

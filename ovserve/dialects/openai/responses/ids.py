@@ -4,8 +4,8 @@ With the SQLite store (``memory`` or a file) a stored response exists only on th
 made it. Behind a router that does not keep a conversation on one replica, a
 ``previous_response_id`` or ``GET`` then lands on a replica that never saw it, and an unknown-id
 404 leaves the client and the operator guessing. So each id carries a short hint of the replica
-that made it, and another replica answers a 404 that says where the response is and what fixes
-it (the adapter's message): sticky routing, or a shared store (``--responses_store
+that made it, and another replica, not holding it, answers a 404 that says where the response is
+and what fixes it (the adapter's message): sticky routing, or a shared store (``--responses_store
 postgresql://...``), where any replica serves any id and ids carry no hint.
 
 Shape: ``resp_`` + the hint (8 hex digits) + a random UUID (32 hex digits): OpenAI's prefix and
