@@ -12,6 +12,7 @@ from aiohttp import web
 
 from ovserve.api import keys, table
 from ovserve.api.auth import ApiKeys, FailedAuthentications, auth_middleware
+from ovserve.api.batches import line_answerer
 from ovserve.api.drain import Drain
 from ovserve.api.routes import request_dialect
 from ovserve.clock import SYSTEM_CLOCK, Clock
@@ -26,8 +27,12 @@ from ovserve.dialects.ollama.adapter import OllamaEndpoint
 from ovserve.dialects.ollama.endpoints import OllamaEmbedEndpoint, OllamaGenerationEndpoint
 from ovserve.dialects.openai.audio.adapter import AudioService, TranscriptionEndpoint
 from ovserve.dialects.openai.audio.speech import SpeechEndpoint
+from ovserve.dialects.openai.batches.runner import BatchRunner
+from ovserve.dialects.openai.batches.share import BatchShare
+from ovserve.dialects.openai.batches.store import BatchStore
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.files.store import FileStore, files_directory
 from ovserve.dialects.openai.images.adapter import ImagesEndpoint
 from ovserve.dialects.openai.load import LoadModelEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
@@ -184,6 +189,14 @@ def create_app(
     )
     replica = settings.replica_name or default_replica_name(settings.port)
     app[keys.RESPONSES] = ResponsesEndpoint(chat, store, response_ids(settings.responses_store, replica))
+    files = FileStore(
+        files_directory(settings.files_dir, settings.responses_store),
+        max_bytes=int(settings.max_file_mb * 1024 * 1024),
+        max_lines=settings.max_file_lines,
+    )
+    app[keys.FILES] = files
+    share = BatchShare(models, alone=settings.batch_concurrency, shared=settings.batch_concurrency_shared)
+    app[keys.BATCHES] = BatchRunner(BatchStore(files), share, models, line_answerer(app), metrics=metrics)
     app[keys.MESSAGES] = MessagesEndpoint(chat)
     app[keys.COUNT_TOKENS] = CountTokensEndpoint(models, app[keys.MESSAGES])
     app[keys.LOOP_LAG] = LoopLagMonitor(clock=clock)
@@ -203,6 +216,8 @@ def create_app(
     app.cleanup_ctx.append(_media)
     app.cleanup_ctx.append(_loop_lag)
     app.cleanup_ctx.append(_response_store)
+    app.cleanup_ctx.append(_files)
+    app.cleanup_ctx.append(_batches)
     return app
 
 
@@ -241,6 +256,20 @@ async def _response_store(app: web.Application) -> AsyncIterator[None]:
     await app[keys.RESPONSES].store.start()
     yield
     await app[keys.RESPONSES].store.aclose()
+
+
+async def _files(app: web.Application) -> AsyncIterator[None]:
+    """The files store's directory and database, before the first request."""
+    await app[keys.FILES].start()
+    yield
+    await app[keys.FILES].aclose()
+
+
+async def _batches(app: web.Application) -> AsyncIterator[None]:
+    """Batches left unfinished by the last run resume; at exit the running ones stop where they are."""
+    await app[keys.BATCHES].start()
+    yield
+    await app[keys.BATCHES].aclose()
 
 
 async def _loop_lag(app: web.Application) -> AsyncIterator[None]:

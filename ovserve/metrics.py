@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 from ovserve.engine.memory import resident_memory_bytes
 from ovserve.scrape import LOAD_BUCKETS, ResidencyRow, ScrapeCollector
@@ -132,8 +132,29 @@ class ServerMetrics:
         )
         for reason in ("missing_key", "invalid_key"):
             self.auth_failures.labels(reason=reason)  # exported as 0 before the first failure
+        self.batch_requests = counter(
+            "ovserve_batch_requests",
+            "Batch requests finished, by outcome (completed: a 2xx; failed: any other status; expired: the "
+            "batch's completion_window ran out first); its rate is the batches' throughput.",
+            ("model", "outcome"),
+        )
+        self.batch_pending = Gauge(
+            "ovserve_batch_requests_pending",
+            "Requests of running batches not finished yet (queued for a batch slot or in the engine).",
+            _MODEL,
+            registry=self.registry,
+        )
         self.registry.register(self.scrape)
         ProcessCollector(registry=self.registry)
+
+    def batch_line(self, model: str, outcome: str) -> None:
+        """One batch request finished (ovserve.dialects.openai.batches.runner)."""
+        self.batch_requests.labels(model=model, outcome=outcome).inc()
+        self.batch_pending.labels(model=model).dec()
+
+    def batch_queued(self, model: str, count: int) -> None:
+        """``count`` requests of a batch are left to run (at its start, or its resume)."""
+        self.batch_pending.labels(model=model).inc(count)
 
     def recorder(self, endpoint: str) -> RequestRecorder:
         return RequestRecorder(self, endpoint)

@@ -18,6 +18,9 @@ rest, in this order and nowhere else:
    ``disconnected``: 499 for a unary request whose client left);
 7. release the admission and the engine, however it ended.
 
+:func:`answer_body` runs steps 2 to 7 for a body that came without HTTP (a batch's line), at the
+batch's priority.
+
 Errors are raised, never written here: the error middleware (``ovserve.app``) answers them in the
 route's dialect (``ovserve.api.table``).
 """
@@ -29,11 +32,11 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
-from multidict import MultiDictProxy
+from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 from pydantic import BaseModel, ValidationError
 
 from ovserve.api import keys
@@ -157,8 +160,7 @@ def deadline_of(request: web.Request) -> float | None:
 
 
 def deadline_error(request: web.Request) -> DeadlineExceededError:
-    timeout = request.app[keys.SETTINGS].request_timeout
-    return DeadlineExceededError(f"the request took longer than --request_timeout ({timeout:g} s); it was cancelled")
+    return _timeout_error(request.app)
 
 
 class EventWriter(SSEWriter):
@@ -230,23 +232,12 @@ async def serve(request: web.Request, way: Way[Any]) -> web.StreamResponse:
     call: Call | None = None
     try:
         parsed = way.parse(request, await _read(request, way.body))
-        try:
-            async with asyncio.timeout_at(deadline):  # rendering and counting count towards it
-                call = await endpoint.prepare(parsed, caller_of(request))
-        except TimeoutError:
-            raise deadline_error(request) from None
-        job = call.job
-        recorder.model = job.model.name
-        job.admit(recorder)
-        await job.take_engine(deadline)
+        call = await _prepare(request.app, endpoint, parsed, caller_of(request), deadline)
+        await _hold(call, recorder, deadline, batch=False)
         if call.streaming:
             return await _stream(request, endpoint, call, recorder, deadline, way.writer(request))
-        try:
-            async with asyncio.timeout_at(deadline):
-                answer = await endpoint.complete(call)
-        except TimeoutError:
-            raise deadline_error(request) from None
-        recorder.finished(job.outcome, 200)
+        answer = await _complete(request.app, endpoint, call, deadline)
+        recorder.finished(call.job.outcome, 200)
         return answer_response(answer)
     except OvserveError as exc:
         recorder.finished(exc.error_type, exc.status)
@@ -258,6 +249,80 @@ async def serve(request: web.Request, way: Way[Any]) -> web.StreamResponse:
     finally:
         if call is not None:
             call.job.release()
+
+
+async def answer_body(app: web.Application, way: Way[Any], payload: JsonObject, caller: str) -> Answer:
+    """One JSON body answered for ``way`` without HTTP, as a batch request (a line of a batch,
+    ``ovserve.api.batches``): steps 2 to 7 of :func:`serve` (parse, prepare, admit, lease,
+    ``--request_timeout``, metrics, release), admitted with ``batch=True`` (never a 429, never
+    counted against ``--max_queued_requests``: ``ovserve.models.admission``). The body must not
+    ask for a stream (the batch's validation refuses one). Errors are raised as in :func:`serve`;
+    cancelling the call cancels the engine work."""
+    recorder = app[keys.METRICS].recorder(way.name)
+    timeout = app[keys.SETTINGS].request_timeout
+    deadline = asyncio.get_running_loop().time() + timeout if timeout is not None else None
+    endpoint = app[way.endpoint]
+    call: Call | None = None
+    try:
+        parsed = way.parse(cast(web.Request, _Headless(app)), payload)
+        call = await _prepare(app, endpoint, parsed, caller, deadline)
+        if call.streaming:
+            raise BadRequestError("a batch request cannot stream", param="stream")
+        await _hold(call, recorder, deadline, batch=True)
+        answer = await _complete(app, endpoint, call, deadline)
+        recorder.finished(call.job.outcome, 200)
+        return answer
+    except OvserveError as exc:
+        recorder.finished(exc.error_type, exc.status)
+        raise
+    except asyncio.CancelledError:
+        recorder.finished("cancelled", 499)
+        raise
+    finally:
+        if call is not None:
+            call.job.release()
+
+
+class _Headless:
+    """What a route's parser reads of a request (``app``, ``headers``, ``query``), for a body that
+    came without one (a batch line): no headers, no query."""
+
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+        self.headers: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
+        self.query: MultiDictProxy[str] = MultiDictProxy(MultiDict())
+
+
+def _timeout_error(app: web.Application) -> DeadlineExceededError:
+    timeout = app[keys.SETTINGS].request_timeout
+    return DeadlineExceededError(f"the request took longer than --request_timeout ({timeout:g} s); it was cancelled")
+
+
+async def _prepare(
+    app: web.Application, endpoint: Endpoint[Any, Any], parsed: Any, caller: str, deadline: float | None
+) -> Call:
+    try:
+        async with asyncio.timeout_at(deadline):  # rendering and counting count towards it
+            call: Call = await endpoint.prepare(parsed, caller)
+            return call
+    except TimeoutError:
+        raise _timeout_error(app) from None
+
+
+async def _hold(call: Call, recorder: RequestRecorder, deadline: float | None, *, batch: bool) -> None:
+    job = call.job
+    recorder.model = job.model.name
+    job.admit(recorder, batch=batch)
+    await job.take_engine(deadline)
+
+
+async def _complete(app: web.Application, endpoint: Endpoint[Any, Any], call: Call, deadline: float | None) -> Answer:
+    try:
+        async with asyncio.timeout_at(deadline):
+            answer: Answer = await endpoint.complete(call)
+            return answer
+    except TimeoutError:
+        raise _timeout_error(app) from None
 
 
 async def _stream(

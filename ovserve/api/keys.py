@@ -15,8 +15,10 @@ from ovserve.dialects.anthropic.count import CountTokensEndpoint
 from ovserve.dialects.ollama.endpoints import OllamaEmbedEndpoint, OllamaGenerationEndpoint
 from ovserve.dialects.openai.audio.adapter import TranscriptionEndpoint
 from ovserve.dialects.openai.audio.speech import SpeechEndpoint
+from ovserve.dialects.openai.batches.runner import BatchRunner
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.files.store import FileStore
 from ovserve.dialects.openai.images.adapter import ImagesEndpoint
 from ovserve.dialects.openai.load import LoadModelEndpoint
 from ovserve.dialects.openai.responses.adapter import ResponsesEndpoint
@@ -49,6 +51,10 @@ IMAGES = web.AppKey("images", ImagesEndpoint)
 LOAD_MODEL = web.AppKey("load_model", LoadModelEndpoint)
 # The Responses API, with its conversation store.
 RESPONSES = web.AppKey("responses", ResponsesEndpoint)
+# The Files API's uploads and batch results (also the Batch API's input and output).
+FILES = web.AppKey("files", FileStore)
+# The Batch API: every batch, run at the batches' share of each engine.
+BATCHES = web.AppKey("batches", BatchRunner)
 # Ollama's /api/chat and /api/generate (generation, or a load or unload), /api/embed and /api/embeddings.
 OLLAMA = web.AppKey("ollama", OllamaGenerationEndpoint)
 OLLAMA_EMBED = web.AppKey("ollama_embed", OllamaEmbedEndpoint)

@@ -58,13 +58,14 @@ class ModelWork:
         """What /metrics counts a completed request as."""
         return "stop"
 
-    def admit(self, recorder: RequestRecorder | None = None) -> None:
-        """Take a place in the model's queue (429 when it is full), before any engine work."""
+    def admit(self, recorder: RequestRecorder | None = None, *, batch: bool = False) -> None:
+        """Take a place in the model's queue (429 when it is full), before any engine work; a batch
+        request's place is never refused and leaves the interactive counts alone (``ovserve.models.admission``)."""
         self.recorder = recorder
         if not self.holds_engine:
             return
         tokens = self.admission_tokens
-        self.ticket = self.model.admission.admit(tokens)
+        self.ticket = self.model.admission.admit(tokens, batch=batch)
         if recorder is not None:
             recorder.admitted(tokens)
 

@@ -8,13 +8,20 @@ An admitted request holds a :class:`Ticket` until it ends, whatever way it ends;
 moves it from waiting to running at its first token. ``waiting`` is the queue depth that
 ``/metrics`` exports (``ovserve_requests_waiting``) and a HorizontalPodAutoscaler scales on.
 
+A batch request (``ovserve.dialects.openai.batches``) is admitted with ``batch=True``: it is never
+refused and never counted in ``waiting``, ``running`` or the prompt tokens in flight, so batches
+never push interactive requests into 429s; it is counted in ``batch`` instead. How many batch
+requests reach the engine is the batch runner's share policy, which watches these counts
+(:meth:`Admission.watch`: called after every change).
+
 Everything here runs on the event loop: no locks.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ovserve.errors import TooManyRequestsError
 
@@ -33,8 +40,27 @@ class Admission:
     running: int = 0
     prompt_tokens: int = 0
     rejected: int = 0
+    batch: int = 0  # admitted batch requests, not yet finished
+    _watchers: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
-    def admit(self, prompt_tokens: int) -> Ticket:
+    @property
+    def interactive(self) -> int:
+        """Interactive requests admitted and not finished (waiting or running)."""
+        return self.waiting + self.running
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after every change of the counts."""
+        self._watchers.append(callback)
+
+    def changed(self) -> None:
+        for callback in self._watchers:
+            callback()
+
+    def admit(self, prompt_tokens: int, *, batch: bool = False) -> Ticket:
+        if batch:
+            self.batch += 1
+            self.changed()
+            return Ticket(self, 0, batch=True)
         if self.waiting >= self.max_waiting:
             self.rejected += 1
             raise TooManyRequestsError(
@@ -58,32 +84,38 @@ class Admission:
             )
         self.waiting += 1
         self.prompt_tokens += prompt_tokens
+        self.changed()
         return Ticket(self, prompt_tokens)
 
 
 class Ticket:
     """One admitted request's place in its model's counts; :meth:`release` exactly once."""
 
-    def __init__(self, admission: Admission, prompt_tokens: int) -> None:
+    def __init__(self, admission: Admission, prompt_tokens: int, *, batch: bool = False) -> None:
         self._admission = admission
         self._prompt_tokens = prompt_tokens
+        self._batch = batch
         self._running = False
         self._released = False
 
     def started(self) -> None:
         """The first token arrived: the request left the queue."""
-        if self._running or self._released:
+        if self._running or self._released or self._batch:
             return
         self._running = True
         self._admission.waiting -= 1
         self._admission.running += 1
+        self._admission.changed()
 
     def release(self) -> None:
         if self._released:
             return
         self._released = True
-        if self._running:
+        if self._batch:
+            self._admission.batch -= 1
+        elif self._running:
             self._admission.running -= 1
         else:
             self._admission.waiting -= 1
         self._admission.prompt_tokens -= self._prompt_tokens
+        self._admission.changed()

@@ -164,6 +164,28 @@ class ServerSettings(BaseModel):
         "the responses it stores carry a hash of it, so another replica answers their GET or previous_response_id "
         "with a 404 that names where they are; default: the host name and the port",
     )
+    # -- the Files and Batch APIs (ovserve.dialects.openai.files, ovserve.dialects.openai.batches) ----
+    files_dir: Path | None = Field(
+        default=None,
+        description="where /v1/files keeps uploads and batch results, with their metadata and the batches "
+        "(SQLite); default: 'ovserve-files' next to a --responses_store file, else a temporary directory "
+        "removed at exit (files and batches are then lost on restart)",
+    )
+    max_file_mb: float = Field(default=200.0, gt=0, description="largest file /v1/files accepts (MB); 413 beyond")
+    max_file_lines: int = Field(
+        default=50_000, ge=1, description="most lines (a batch's requests) a file /v1/files accepts; 400 beyond"
+    )
+    batch_concurrency: int = Field(
+        default=8,
+        ge=1,
+        description="per model: batch requests in the engine at once while no interactive request waits or runs",
+    )
+    batch_concurrency_shared: int = Field(
+        default=1,
+        ge=0,
+        description="per model: batch requests in the engine at once while an interactive request waits or runs "
+        "(0: batches pause); batch requests never count against --max_queued_requests",
+    )
     # -- engine health and shutdown ---------------------------------------------------------
     engine_stall_timeout: float = Field(
         default=60.0,

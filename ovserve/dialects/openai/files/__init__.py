@@ -1,0 +1,1 @@
+"""OpenAI's Files API: uploads kept on disk, their metadata in SQLite, owned per API key."""

@@ -1,0 +1,66 @@
+"""The batches' share of an engine: N batch requests alone, K while interactive requests wait or
+run, and batch requests never count against the interactive queue (no 429 because of a batch)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from ovserve.dialects.openai.batches.share import BatchShare
+from ovserve.errors import TooManyRequestsError
+from ovserve.models.admission import Admission
+
+
+@dataclass
+class _Model:
+    admission: Admission
+
+
+class _Models:
+    def __init__(self, admission: Admission) -> None:
+        self.model = _Model(admission)
+
+    def get(self, name: str) -> _Model:
+        return self.model
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_batches_fill_an_idle_engine_and_step_aside_for_interactive_requests() -> None:
+    admission = Admission("m", max_waiting=2)
+    share = BatchShare(_Models(admission), alone=3, shared=1)  # type: ignore[arg-type]
+    for _ in range(3):
+        await share.acquire("m")
+    fourth = asyncio.create_task(share.acquire("m"))
+    await _settle()
+    assert not fourth.done()  # three is the idle share
+
+    interactive = admission.admit(10)  # an interactive request arrives
+    assert share.limit("m") == 1
+    share.release("m")
+    share.release("m")
+    await _settle()
+    assert not fourth.done()  # one batch request still inside: the shared limit is reached
+
+    interactive.release()  # the interactive request is done: the batch may fill the engine again
+    await _settle()
+    assert fourth.done()
+    assert share.limit("m") == 3
+
+
+async def test_batch_requests_never_fill_the_interactive_queue() -> None:
+    admission = Admission("m", max_waiting=2, max_prompt_tokens=100)
+    tickets = [admission.admit(90, batch=True) for _ in range(50)]
+    assert (admission.batch, admission.waiting, admission.prompt_tokens) == (50, 0, 0)
+    first, second = admission.admit(50), admission.admit(50)  # the whole interactive queue is free
+    with pytest.raises(TooManyRequestsError):
+        admission.admit(1)
+    for ticket in [*tickets, first, second]:
+        ticket.started()
+        ticket.release()
+    assert (admission.batch, admission.waiting, admission.running, admission.prompt_tokens) == (0, 0, 0, 0)
