@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,9 @@ from ovserve.dialects.openai.batches.objects import Batch, CreateBatchRequest
 from ovserve.dialects.openai.batches.runner import OUTPUT, BatchRunner
 from ovserve.dialects.openai.batches.share import BatchShare
 from ovserve.dialects.openai.batches.store import BatchStore
+from ovserve.dialects.openai.files.objects import ListQuery
 from ovserve.dialects.openai.files.store import FileStore
-from ovserve.errors import ModelNotFoundError
+from ovserve.errors import ModelNotFoundError, ServiceUnavailableError
 from ovserve.json_types import JsonObject
 from ovserve.models.admission import Admission
 from tests.fast.harness import eventually
@@ -203,3 +205,13 @@ async def test_a_model_not_ready_is_waited_for_not_recorded_as_a_failure(files: 
     await batches.aclose()
     assert done.status == "completed" and (done.request_counts.completed, done.request_counts.failed) == (2, 0)
     assert answers.seen == ["503", "a", "b"]
+
+
+async def test_a_disk_fault_of_the_files_store_is_a_503_and_leaves_no_file(files: FileStore) -> None:
+    shutil.rmtree(files.data)
+    files.data.write_text("not a directory any more")  # every write under data/ now fails
+    upload = files.upload(OWNER, "input.jsonl")
+    with pytest.raises(ServiceUnavailableError) as refused:
+        await upload.write(b"line\n")
+    assert refused.value.status == 503 and refused.value.code == "files_store_unavailable"
+    assert (await files.list(ListQuery(), owner=OWNER)) == ([], False)

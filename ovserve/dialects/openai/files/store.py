@@ -10,6 +10,9 @@ Ownership: as the Responses store's (``ovserve.dialects.openai.responses.store``
 ``owner``, the digest of the API key that uploaded it (``OPEN_OWNER`` without keys); another
 owner's file reads, lists and deletes as an unknown one.
 
+Faults: a disk or database fault (full, read-only, a removed file or directory) is a 503 with
+``Retry-After`` (:meth:`FileStore.run`), logged; what was not written is not recorded.
+
 Threading: every statement and every disk write runs on one dedicated thread, so the event loop
 never waits on the disk. The database is opened in WAL mode with ``synchronous=NORMAL``: durable
 across a process crash, which is what a restarted server needs to find its batches' files.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import os
 import shutil
 import sqlite3
@@ -31,10 +35,11 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from ovserve.dialects.openai.files.objects import FileObject, ListQuery, Purpose
-from ovserve.errors import BadRequestError, NotFoundError, PayloadTooLargeError
+from ovserve.errors import BadRequestError, NotFoundError, PayloadTooLargeError, ServiceUnavailableError
 from ovserve.models.threads import started_thread
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -184,9 +189,17 @@ class FileStore:
         return self._db
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
-        """``work(*args)`` on the store's thread."""
+        """``work(*args)`` on the store's thread. A fault of the disk or the database (full,
+        read-only, a file or directory removed) is a 503 with Retry-After, logged, never a 500."""
         assert self._thread is not None, "the files store is not started"
-        return await asyncio.get_running_loop().run_in_executor(self._thread, work, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._thread, work, *args)
+        except (OSError, sqlite3.OperationalError) as exc:
+            log.warning("files store (%s): %s: %s", self.directory, type(exc).__name__, exc)
+            raise ServiceUnavailableError(
+                "the files store cannot be used now (a disk or database fault, logged on the server)",
+                code="files_store_unavailable",
+            ) from exc
 
     # -- on the store's thread --------------------------------------------------------------
 
