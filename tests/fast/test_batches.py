@@ -97,6 +97,10 @@ async def test_a_chat_batch_answers_each_line_as_the_interactive_request_would(s
     assert answered["choices"] == interactive["choices"] and answered["usage"] == interactive["usage"]
     status, listed = await call(served, "GET", "/v1/batches?limit=1")
     assert listed["data"][0]["id"] == batch["id"] and listed["object"] == "list"
+    _, scraped = await call(served, "GET", "/metrics")
+    samples = scraped.decode()
+    assert f'ovserve_batch_requests_total{{model="{MODEL}",outcome="completed"}} 20.0' in samples
+    assert f'ovserve_batch_requests_pending{{model="{MODEL}"}} 0.0' in samples
 
 
 async def test_a_line_that_fails_goes_to_the_error_file_with_its_status(served: Served) -> None:
