@@ -215,3 +215,35 @@ async def test_a_disk_fault_of_the_files_store_is_a_503_and_leaves_no_file(files
         await upload.write(b"line\n")
     assert refused.value.status == 503 and refused.value.code == "files_store_unavailable"
     assert (await files.list(ListQuery(), owner=OWNER)) == ([], False)
+
+
+async def test_a_running_batch_shrinks_to_its_shared_slots_while_an_interactive_request_runs(
+    files: FileStore,
+) -> None:
+    admission = Admission("m", max_waiting=4)
+    gates: dict[str, asyncio.Event] = {}
+
+    async def answer(endpoint: str, body: JsonObject, owner: str) -> tuple[int, JsonObject]:
+        gate = gates.setdefault(str(body["messages"]), asyncio.Event())
+        await gate.wait()
+        return 200, {}
+
+    share = BatchShare(_Models(admission), alone=3, shared=1)  # type: ignore[arg-type]
+    batches = BatchRunner(BatchStore(files), share, _Models(admission), answer)  # type: ignore[arg-type]
+    await batches.start()
+    batch = await batches.create(create(await upload(files, [f"l{n}" for n in range(8)])), owner=OWNER)
+    await eventually(lambda: len(gates) == 3)  # alone, the batch fills its three slots
+    interactive = admission.admit(10)  # an interactive request arrives
+    for name in ("l0", "l1"):
+        gates[name].set()
+    await eventually(lambda: share.limit("m") == 1 and share.taken("m") == 1)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert sorted(gates) == ["l0", "l1", "l2"]  # no new batch request while the interactive one runs
+    interactive.release()
+    await eventually(lambda: len(gates) == 5)  # back to three at once
+    for name in [f"l{n}" for n in range(8)]:
+        gates.setdefault(name, asyncio.Event()).set()
+    done = await finished(batches, batch.id)
+    await batches.aclose()
+    assert done.status == "completed" and done.request_counts.completed == 8

@@ -59,6 +59,10 @@ class BatchShare:
         """How many batch requests of ``model`` may be in its engine now."""
         return self._share(model).limit
 
+    def taken(self, model: str) -> int:
+        """How many of ``model``'s batch slots are held now."""
+        return self._share(model).inside
+
     def _share(self, model: str) -> _ModelShare:
         share = self._shares.get(model)
         if share is None:
