@@ -218,3 +218,28 @@ async def test_cancelling_a_finished_batch_is_a_409(served: Served) -> None:
     batch = await run_batch(served, jsonl(chat_line("a")))
     status, body = await call(served, "POST", f"/v1/batches/{batch['id']}/cancel")
     assert status == 409 and body["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "body"),
+    [
+        ("/v1/completions", {"prompt": "Say hi"}),
+        ("/v1/responses", {"input": "Say hi"}),
+        ("/v1/embeddings", {"input": ["one", "three"]}),
+    ],
+)
+async def test_every_batch_endpoint_answers_as_its_route_does(serve: Any, endpoint: str, body: dict[str, Any]) -> None:
+    task = "embeddings" if endpoint == "/v1/embeddings" else "text_generation"
+    served = await serve(fast_model(reply("Hello", "!"), task=task))
+    line = {"custom_id": "only", "method": "POST", "url": endpoint, "body": {"model": MODEL, **body}}
+    batch = await run_batch(served, jsonl(line), endpoint)
+    assert batch["status"] == "completed" and batch["request_counts"]["completed"] == 1, batch
+    _, content = await call(served, "GET", f"/v1/files/{batch['output_file_id']}/content", headers={"X": "open"})
+    (answered,) = [json.loads(text)["response"]["body"] for text in content.decode().splitlines()]
+    _, interactive = await call(served, "POST", endpoint, json=line["body"], headers={"X": "open"})
+    if endpoint == "/v1/embeddings":
+        assert answered["data"] == interactive["data"]
+    elif endpoint == "/v1/responses":
+        assert answered["output"][0]["content"] == interactive["output"][0]["content"]
+    else:
+        assert answered["choices"] == interactive["choices"]
