@@ -1,4 +1,5 @@
-"""Command line: ``ovserve serve ...``, ``ovserve export text_generation ...`` and ``ovserve parse ...``."""
+"""Command line: ``ovserve serve ...``, ``ovserve export text_generation ...``, ``ovserve parse ...`` and
+``ovserve batch ...``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ovserve import export, parse_cli
+from ovserve import batch_cli, export, parse_cli
 from ovserve.engine.memory import pin_malloc_thresholds
 from ovserve.errors import ServiceUnavailableError, complaints
 from ovserve.settings.flags import ENV_PREFIX, flags
@@ -90,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
         "content: see what each parser makes of the text.",
     )
     parse_cli.add_parse_arguments(parse)
+    batch = commands.add_parser(
+        "batch",
+        help="run a JSONL file of requests as a batch on a running server, with a progress bar",
+        description="Upload a JSONL file of requests (OpenAI's batch input format) to a running ovserve, run it "
+        "as a batch, show its progress, and download its output and error files.",
+    )
+    batch_cli.add_batch_arguments(batch)
     return parser
 
 
@@ -253,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         return export.run(args)
     if args.command == "parse":
         return parse_cli.run(args)
+    if args.command == "batch":
+        return batch_cli.run(args)
     values = flag_values(args, os.environ)
     log_level = values.get("log_level", ServerSettings.model_fields["log_level"].default)
     try:

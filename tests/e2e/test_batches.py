@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -127,3 +129,22 @@ def _long_body(question: int) -> dict[str, Any]:
 def _completed(client: openai.OpenAI, batch_id: str) -> int:
     counts = client.batches.retrieve(batch_id).request_counts
     return counts.completed if counts is not None else 0
+
+
+def test_the_batch_command_runs_a_file_shows_progress_and_downloads_the_output(server: Server, tmp_path: Path) -> None:
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(_input(5))
+    output, errors = tmp_path / "output.jsonl", tmp_path / "errors.jsonl"
+    command = [sys.executable, "-m", "ovserve", "batch", str(requests), "--url", server.url, "--poll", "0.2"]
+    done = subprocess.run(
+        [*command, "--output", str(output), "--errors", str(errors)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "completed"
+    assert "5/5 done, 0 failed, completed" in done.stderr
+    assert sorted(json.loads(line)["custom_id"] for line in output.read_text().splitlines()) == [
+        f"req-{n}" for n in range(5)
+    ]
+    assert not errors.exists()  # no request failed: no error file
+    missing = subprocess.run([*command[:4], str(tmp_path / "nope.jsonl")], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
