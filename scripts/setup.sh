@@ -26,6 +26,15 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb 
     sudo apt-get install -y -q postgresql >/dev/null
   fi
 fi
+# HAProxy, the router of the local scale-out rehearsal (scripts/cluster.sh) and of
+# tests/e2e/test_scale_out.py. Installed only where it is absent.
+if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get install -y -q haproxy >/dev/null
+  else
+    sudo apt-get install -y -q haproxy >/dev/null
+  fi
+fi
 # The Claude Code CLI, which tests/e2e/test_claude_code.py runs against the server (the worked
 # example of docs/anthropic.md). Best effort: without npm or its registry that test is skipped.
 if command -v npm >/dev/null 2>&1 && ! command -v claude >/dev/null 2>&1; then
