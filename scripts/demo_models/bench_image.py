@@ -121,18 +121,21 @@ class BenchImageSpec(ImageSpec):
 
         tokenizer = CLIPTokenizer.from_pretrained(str(tokenizer_dir))
         torch.manual_seed(SEED)
-        text_config = CLIPTextConfig(
-            vocab_size=len(tokenizer),
-            max_position_embeddings=tokenizer.model_max_length,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
+        # Any: transformers' config classes take their fields as **kwargs, which mypy does not see.
+        text_shape: dict[str, Any] = {
+            "vocab_size": len(tokenizer),
+            "max_position_embeddings": tokenizer.model_max_length,
+            "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
             **_TEXT,
-        )
-        text_encoder = CLIPTextModel(text_config).eval()
+        }
+        text_encoder = CLIPTextModel(CLIPTextConfig(**text_shape)).eval()
         # Any: through diffusers' lazy imports mypy does not see these classes' torch.nn.Module base.
-        unet: Any = UNet2DConditionModel(**_UNET).eval()
-        vae: Any = AutoencoderKL(**_VAE).eval()
+        unet: Any = UNet2DConditionModel(**_UNET)
+        vae: Any = AutoencoderKL(**_VAE)
+        unet.eval()
+        vae.eval()
         with torch.no_grad():
             # fp16-representable values: the fp16 IR and this float32 checkpoint hold the same weights.
             for part in (text_encoder, unet, vae):
