@@ -195,7 +195,12 @@ def create_app(
         max_lines=settings.max_file_lines,
     )
     app[keys.FILES] = files
-    share = BatchShare(models, alone=settings.batch_concurrency, shared=settings.batch_concurrency_shared)
+    share = BatchShare(
+        models,
+        alone=settings.batch_concurrency,
+        shared=settings.batch_concurrency_shared,
+        hold=settings.batch_share_hold,
+    )
     app[keys.BATCHES] = BatchRunner(BatchStore(files), share, models, line_answerer(app), metrics=metrics)
     app[keys.MESSAGES] = MessagesEndpoint(chat)
     app[keys.COUNT_TOKENS] = CountTokensEndpoint(models, app[keys.MESSAGES])

@@ -186,6 +186,13 @@ class ServerSettings(BaseModel):
         description="per model: batch requests in the engine at once while an interactive request waits or runs "
         "(0: batches pause); batch requests never count against --max_queued_requests",
     )
+    batch_share_hold: float = Field(
+        default=5.0,
+        ge=0,
+        description="per model: how long after the last interactive request ended the batches keep to "
+        "--batch_concurrency_shared, so sparse interactive traffic (a request every few seconds) does not "
+        "meet a full batch share at every arrival (s)",
+    )
     # -- engine health and shutdown ---------------------------------------------------------
     engine_stall_timeout: float = Field(
         default=60.0,

@@ -64,3 +64,24 @@ async def test_batch_requests_never_fill_the_interactive_queue() -> None:
         ticket.started()
         ticket.release()
     assert (admission.batch, admission.waiting, admission.running, admission.prompt_tokens) == (0, 0, 0, 0)
+
+
+async def test_the_shared_limit_holds_between_sparse_interactive_requests() -> None:
+    """Interactive traffic at 1 request/s is mostly gaps between short requests: the batches keep to
+    the shared limit for ``hold`` seconds after each one, instead of refilling the engine in every
+    gap (which the next request would then meet in its first step)."""
+    admission = Admission("m", max_waiting=2)
+    share = BatchShare(_Models(admission), alone=3, shared=1, hold=0.3)  # type: ignore[arg-type]
+    await share.acquire("m")
+    interactive = admission.admit(10)
+    interactive.started()
+    interactive.release()  # a short interactive request came and went
+    ended = asyncio.get_running_loop().time()
+    admission.admit(5, batch=True).release()  # batch admissions do not extend the hold
+    assert share.limit("m") == 1
+    second = asyncio.create_task(share.acquire("m"))
+    await _settle()
+    assert not second.done()  # the gap after an interactive request is still shared
+    await asyncio.wait_for(second, timeout=5)  # woken when the hold ends, without another change
+    assert asyncio.get_running_loop().time() - ended >= 0.3
+    assert share.limit("m") == 3
