@@ -242,7 +242,11 @@ def test_a_deadline_stops_the_denoising_and_a_full_queue_is_a_429(
             assert third.status_code == 429 and third.json()["error"]["type"]
             for answer in (first.result(), second.result()):
                 assert answer.status_code == 504, answer.text
-        assert wait_for(lambda: len(CANCELLED.findall(server.log())) == 2, timeout=60)
+        # The first is stopped while denoising. The second, queued behind it, is stopped within a step
+        # if it started before its own deadline, or dropped before its first step when the first's
+        # last step outlasted the head start its later arrival gave it (a loaded machine): the engine
+        # logs only the first kind. Either way the engine is free for the next request.
+        assert wait_for(lambda: len(CANCELLED.findall(server.log())) >= 1, timeout=60)
         for ran, steps, came in CANCELLED.findall(server.log()):
             assert int(steps) == 400 and int(ran) - int(came) <= 1
         quick = httpx.post(url, json={"model": MODEL, "prompt": "a cat", "size": "64x64", **FAST}, timeout=60)
