@@ -176,7 +176,8 @@ def bench_sdk(work: Path, port: int, lines: int) -> dict[str, Any]:
                 if url == CHAT:
                     interactive = client.chat.completions.create(**body)
                     same = answer["choices"][0]["message"]["content"] == interactive.choices[0].message.content
-                    same = same and answer["usage"]["completion_tokens"] == interactive.usage.completion_tokens  # type: ignore[union-attr]
+                    tokens = interactive.usage.completion_tokens if interactive.usage is not None else None
+                    same = same and answer["usage"]["completion_tokens"] == tokens
                 else:
                     vector = client.embeddings.create(**body).data[0].embedding
                     batched = answer["data"][0]["embedding"]
