@@ -15,10 +15,8 @@ fill the log.
 
 from __future__ import annotations
 
-from aiohttp import web
-
 from ovserve.api import keys
-from ovserve.api.envelope import Way, validated
+from ovserve.api.envelope import RequestView, Way, validated
 from ovserve.api.sse import NamedEventWriter
 from ovserve.dialects.anthropic.request import MessagesRequest, PromptRequest
 from ovserve.json_types import JsonObject
@@ -26,7 +24,7 @@ from ovserve.json_types import JsonObject
 ENDPOINT = "messages"
 
 
-def _parse(request: web.Request, payload: JsonObject, model: type[PromptRequest]) -> PromptRequest:
+def _parse(request: RequestView, payload: JsonObject, model: type[PromptRequest]) -> PromptRequest:
     parsed = validated(model, payload)
     endpoint = request.app[keys.MESSAGES]
     endpoint.ignoring("options", parsed.unknown_fields())
@@ -35,7 +33,7 @@ def _parse(request: web.Request, payload: JsonObject, model: type[PromptRequest]
     return parsed
 
 
-def parse_messages_request(request: web.Request, payload: JsonObject) -> MessagesRequest:
+def parse_messages_request(request: RequestView, payload: JsonObject) -> MessagesRequest:
     parsed = _parse(request, payload, MessagesRequest)
     assert isinstance(parsed, MessagesRequest)
     return parsed

@@ -30,13 +30,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
-from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
+from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy, MultiMapping
 from pydantic import BaseModel, ValidationError
 
 from ovserve.api import keys
@@ -200,6 +200,23 @@ class RawWriter(SSEWriter):
             await self.response.write_eof()
 
 
+class RequestView(Protocol):
+    """What a route's parser may read of its request: the application, the headers, the query and
+    the path's parameters. An HTTP request is one; so is :class:`_Headless`."""
+
+    @property
+    def app(self) -> web.Application: ...
+
+    @property
+    def headers(self) -> CIMultiDictProxy[str]: ...
+
+    @property
+    def query(self) -> MultiMapping[str]: ...
+
+    @property
+    def match_info(self) -> Mapping[str, str]: ...
+
+
 # A dialect's endpoint, checked against the protocol where a Way names it.
 EndpointT = TypeVar("EndpointT", bound=Endpoint[Any, Any])
 
@@ -211,7 +228,7 @@ class Way(Generic[EndpointT]):
     the dialect's endpoint; ``writer`` frames its streams."""
 
     name: str  # the route's ``endpoint`` label in /metrics
-    parse: Callable[[web.Request, Any], Any]
+    parse: Callable[[RequestView, Any], Any]
     endpoint: web.AppKey[EndpointT]
     body: BodyKind = "json"
     writer: type[SSEWriter] = SSEWriter
@@ -229,26 +246,16 @@ async def serve(request: web.Request, way: Way[Any]) -> web.StreamResponse:
     recorder = request.app[keys.METRICS].recorder(way.name)
     deadline = deadline_of(request)
     endpoint = request.app[way.endpoint]
-    call: Call | None = None
-    try:
+    # The client went away before a unary answer (aiohttp cancels the handler): 499, as nginx logs it.
+    async with _accounted(recorder, cancelled="disconnected") as held:
         parsed = way.parse(request, await _read(request, way.body))
-        call = await _prepare(request.app, endpoint, parsed, caller_of(request), deadline)
+        call = held.call = await _prepare(request.app, endpoint, parsed, caller_of(request), deadline)
         await _hold(call, recorder, deadline, batch=False)
         if call.streaming:
             return await _stream(request, endpoint, call, recorder, deadline, way.writer(request))
         answer = await _complete(request.app, endpoint, call, deadline)
         recorder.finished(call.job.outcome, 200)
         return answer_response(answer)
-    except OvserveError as exc:
-        recorder.finished(exc.error_type, exc.status)
-        raise
-    except asyncio.CancelledError:
-        # The client went away before a unary answer (aiohttp cancels the handler); 499 as nginx logs it.
-        recorder.finished("disconnected", 499)
-        raise
-    finally:
-        if call is not None:
-            call.job.release()
 
 
 async def answer_body(app: web.Application, way: Way[Any], payload: JsonObject, caller: str) -> Answer:
@@ -262,35 +269,52 @@ async def answer_body(app: web.Application, way: Way[Any], payload: JsonObject, 
     timeout = app[keys.SETTINGS].request_timeout
     deadline = asyncio.get_running_loop().time() + timeout if timeout is not None else None
     endpoint = app[way.endpoint]
-    call: Call | None = None
-    try:
-        parsed = way.parse(cast(web.Request, _Headless(app)), payload)
-        call = await _prepare(app, endpoint, parsed, caller, deadline)
+    async with _accounted(recorder, cancelled="cancelled") as held:
+        parsed = way.parse(_Headless(app), payload)
+        call = held.call = await _prepare(app, endpoint, parsed, caller, deadline)
         if call.streaming:
             raise BadRequestError("a batch request cannot stream", param="stream")
         await _hold(call, recorder, deadline, batch=True)
         answer = await _complete(app, endpoint, call, deadline)
         recorder.finished(call.job.outcome, 200)
         return answer
+
+
+@dataclass
+class _Held:
+    """The call a request holds once prepared: its admission and engine lease are released on the way out."""
+
+    call: Call | None = None
+
+
+@contextlib.asynccontextmanager
+async def _accounted(recorder: RequestRecorder, *, cancelled: str) -> AsyncIterator[_Held]:
+    """Steps 6 and 7 of the module doc for whatever the body does: an error counted once with its
+    type and status, a cancellation with ``cancelled`` and 499, and the call released however it
+    ended. A success is counted by the body (a stream counts itself as it ends)."""
+    held = _Held()
+    try:
+        yield held
     except OvserveError as exc:
         recorder.finished(exc.error_type, exc.status)
         raise
     except asyncio.CancelledError:
-        recorder.finished("cancelled", 499)
+        recorder.finished(cancelled, 499)
         raise
     finally:
-        if call is not None:
-            call.job.release()
+        if held.call is not None:
+            held.call.job.release()
 
 
 class _Headless:
-    """What a route's parser reads of a request (``app``, ``headers``, ``query``), for a body that
-    came without one (a batch line): no headers, no query."""
+    """A :class:`RequestView` for a body that came without a request (a batch line): no headers,
+    no query, no path parameters."""
 
     def __init__(self, app: web.Application) -> None:
         self.app = app
         self.headers: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
         self.query: MultiDictProxy[str] = MultiDictProxy(MultiDict())
+        self.match_info: Mapping[str, str] = {}
 
 
 def _timeout_error(app: web.Application) -> DeadlineExceededError:

@@ -19,7 +19,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from ovserve.api import keys
-from ovserve.api.envelope import Way, json_response, read_json_object, validated
+from ovserve.api.envelope import RequestView, Way, json_response, read_json_object, validated
 from ovserve.api.sse import SSEWriter, dumps
 from ovserve.dialects.ollama import models as info
 from ovserve.dialects.ollama.request import (
@@ -75,7 +75,7 @@ def _parse(payload: Any, model: type[Parsed], models: ModelRegistry) -> Parsed:
     return parsed
 
 
-def _parser(model: type[Parsed]) -> Callable[[web.Request, JsonObject], Parsed]:
+def _parser(model: type[Parsed]) -> Callable[[RequestView, JsonObject], Parsed]:
     return lambda request, payload: _parse(payload, model, request.app[keys.MODELS])
 
 

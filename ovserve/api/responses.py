@@ -22,7 +22,7 @@ import logging
 from aiohttp import web
 
 from ovserve.api import keys
-from ovserve.api.envelope import Way, caller_of, json_response, validated
+from ovserve.api.envelope import RequestView, Way, caller_of, json_response, validated
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.sse import NamedEventWriter
 from ovserve.dialects.openai.chat.request import ChatCompletionRequest
@@ -51,7 +51,7 @@ _UNSUPPORTED = {
 }
 
 
-def parse_responses_request(request: web.Request, payload: JsonObject) -> ResponsesRequest:
+def parse_responses_request(request: RequestView, payload: JsonObject) -> ResponsesRequest:
     refusal = builtin_tool_refusal(payload.get("tools"))
     if refusal is not None:
         message, param = refusal

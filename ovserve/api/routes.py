@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ovserve.api import keys
 from ovserve.api.auth import is_authorized
-from ovserve.api.envelope import EventWriter, Form, RawWriter, Way, json_response, validated
+from ovserve.api.envelope import EventWriter, Form, RawWriter, RequestView, Way, json_response, validated
 from ovserve.api.field_policy import Endpoint, apply_field_policy, parse_extra_parameters
 from ovserve.api.sse import NamedEventWriter
 from ovserve.dialects.anthropic import response as anthropic
@@ -63,13 +63,13 @@ def anthropic_model_list(models: Iterable[ServedModel]) -> anthropic.ModelList:
     )
 
 
-def request_dialect(request: web.Request) -> str | None:
+def request_dialect(request: RequestView) -> str | None:
     """Azure AI Foundry clients always send ``?api-version=``; its contract has its own 422s."""
     return AZURE if "api-version" in request.query else None
 
 
 def parse_request(
-    request: web.Request, payload: JsonObject, endpoint: Endpoint, model: type[RequestModel]
+    request: RequestView, payload: JsonObject, endpoint: Endpoint, model: type[RequestModel]
 ) -> RequestModel:
     """Field policy (other servers' fields, Azure's extra-parameters header), then pydantic."""
     mode = parse_extra_parameters(request.headers.get("extra-parameters"))
@@ -85,13 +85,13 @@ def parse_request(
     return parsed
 
 
-def _parsed(model: type[Body]) -> Callable[[web.Request, JsonObject], Body]:
+def _parsed(model: type[Body]) -> Callable[[RequestView, JsonObject], Body]:
     """A parser of a JSON body into ``model`` (a 400 naming the field)."""
 
     return lambda request, payload: validated(model, payload)
 
 
-def _sampling(endpoint: Endpoint, model: type[RequestModel]) -> Callable[[web.Request, JsonObject], RequestModel]:
+def _sampling(endpoint: Endpoint, model: type[RequestModel]) -> Callable[[RequestView, JsonObject], RequestModel]:
     return lambda request, payload: parse_request(request, payload, endpoint, model)
 
 
@@ -108,7 +108,7 @@ def _transcript_way(name: str, task: Literal["transcribe", "translate"]) -> Way[
     return Way(name, parse, keys.TRANSCRIPTIONS, body="form", writer=EventWriter)
 
 
-def _form(request: web.Request, form: Form, *, task: Literal["transcribe", "translate"]) -> AudioRequest:
+def _form(request: RequestView, form: Form, *, task: Literal["transcribe", "translate"]) -> AudioRequest:
     return parse_form(form, task)
 
 
@@ -118,7 +118,7 @@ SPEECH = Way("audio_speech", _parsed(SpeechRequest), keys.SPEECH, writer=RawWrit
 IMAGE_GENERATIONS = Way("images_generations", _parsed(ImageGenerationRequest), keys.IMAGES, writer=NamedEventWriter)
 
 
-def _image_edit(request: web.Request, form: Form) -> ImageEditRequest:
+def _image_edit(request: RequestView, form: Form) -> ImageEditRequest:
     fields, image, mask = edit_parts(form)
     return ImageEditRequest(validated(ImageEditFields, fields), image, mask)
 
