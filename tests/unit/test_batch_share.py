@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from ovserve.dialects.openai.batches.share import BatchShare
-from ovserve.errors import TooManyRequestsError
+from ovserve.errors import ModelNotFoundError, TooManyRequestsError
 from ovserve.models.admission import Admission
 
 
@@ -20,9 +20,11 @@ class _Model:
 
 class _Models:
     def __init__(self, admission: Admission) -> None:
-        self.model = _Model(admission)
+        self.model: _Model | None = _Model(admission)
 
     def get(self, name: str) -> _Model:
+        if self.model is None:
+            raise ModelNotFoundError(f"model '{name}' is not served here", param="model")
         return self.model
 
 
@@ -34,16 +36,15 @@ async def _settle() -> None:
 async def test_batches_fill_an_idle_engine_and_step_aside_for_interactive_requests() -> None:
     admission = Admission("m", max_waiting=2)
     share = BatchShare(_Models(admission), alone=3, shared=1)  # type: ignore[arg-type]
-    for _ in range(3):
-        await share.acquire("m")
+    slots = [await share.acquire("m") for _ in range(3)]
     fourth = asyncio.create_task(share.acquire("m"))
     await _settle()
     assert not fourth.done()  # three is the idle share
 
     interactive = admission.admit(10)  # an interactive request arrives
     assert share.limit("m") == 1
-    share.release("m")
-    share.release("m")
+    share.release(slots.pop())
+    share.release(slots.pop())
     await _settle()
     assert not fourth.done()  # one batch request still inside: the shared limit is reached
 
@@ -85,3 +86,37 @@ async def test_the_shared_limit_holds_between_sparse_interactive_requests() -> N
     await asyncio.wait_for(second, timeout=5)  # woken when the hold ends, without another change
     assert asyncio.get_running_loop().time() - ended >= 0.3
     assert share.limit("m") == 3
+
+
+async def test_a_config_reload_that_replaces_the_model_moves_the_share_to_the_new_admission() -> None:
+    """The share follows the model that serves now: interactive requests on a model a reload
+    replaced shrink the batches (the old admission sees none of them), and slots taken on the old
+    model go back to the old share, not the new one."""
+    old = Admission("m", max_waiting=2)
+    models = _Models(old)
+    share = BatchShare(models, alone=3, shared=1)  # type: ignore[arg-type]
+    on_old = await share.acquire("m")
+    new = Admission("m", max_waiting=2)
+    models.model = _Model(new)  # the reload swapped the model in
+    interactive = new.admit(10)
+    assert share.limit("m") == 1
+    assert share.taken("m") == 0  # the new engine holds no batch request yet
+    on_new = await share.acquire("m")
+    share.release(on_old)  # a line that ran on the old engine ends
+    assert share.taken("m") == 1
+    interactive.release()
+    share.release(on_new)
+    assert (share.taken("m"), share.limit("m")) == (0, 3)
+
+
+async def test_a_model_removed_mid_batch_keeps_its_share_until_its_lines_end() -> None:
+    models = _Models(Admission("m", max_waiting=2))
+    share = BatchShare(models, alone=2, shared=1)  # type: ignore[arg-type]
+    slot = await share.acquire("m")
+    models.model = None  # the reload removed it: the lines answer 404 through the envelope
+    second = await share.acquire("m")
+    share.release(slot)
+    share.release(second)
+    assert share.taken("m") == 0
+    with pytest.raises(ModelNotFoundError):
+        await BatchShare(models, alone=2, shared=1).acquire("m")  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ from ovserve.dialects.openai.batches.objects import (
     InputLine,
     RequestCounts,
 )
-from ovserve.dialects.openai.batches.share import BatchShare
+from ovserve.dialects.openai.batches.share import BatchShare, ModelShare
 from ovserve.dialects.openai.batches.store import BatchStore
 from ovserve.dialects.openai.files.store import FileStore, new_file_id
 from ovserve.errors import BadRequestError, ConflictError, OvserveError
@@ -302,20 +302,22 @@ class BatchRunner:
             if not (run.cancelled or self.now() >= expires_at):
                 try:
                     async with asyncio.timeout(max(0.0, expires_at - self.now())):
-                        await self.share.acquire(model)
+                        slot = await self.share.acquire(model)
                 except TimeoutError:
                     pass
                 else:
                     if not (run.cancelled or self.now() >= expires_at):  # it may have waited long
-                        task = asyncio.create_task(self._line(run, model, line, output, errors))
+                        task = asyncio.create_task(self._line(run, model, slot, line, output, errors))
                         run.in_flight.add(task)
                         task.add_done_callback(run.in_flight.discard)
                         continue
-                    self.share.release(model)
+                    self.share.release(slot)
             left.append(line)
         return left
 
-    async def _line(self, run: _Run, model: str, line: InputLine, output: IO[str], errors: IO[str]) -> None:
+    async def _line(
+        self, run: _Run, model: str, slot: ModelShare, line: InputLine, output: IO[str], errors: IO[str]
+    ) -> None:
         try:
             status, body = await self.answer(run.batch.endpoint, line.body, run.owner)
             delay = _RETRY_S
@@ -332,7 +334,7 @@ class BatchRunner:
             run.count(completed=int(ok), failed=int(not ok))
             self.metrics.batch_line(model, "completed" if ok else "failed")
         finally:
-            self.share.release(model)
+            self.share.release(slot)
         await self.store.put(run.batch, owner=run.owner)
 
     async def _finalize(self, run: _Run) -> None:

@@ -26,11 +26,14 @@ import contextlib
 import math
 import time
 
+from ovserve.errors import ModelNotFoundError
 from ovserve.models.admission import Admission
 from ovserve.models.served import ModelRegistry
 
 
-class _ModelShare:
+class ModelShare:
+    """One model's batch slots, watching that model's admission counts."""
+
     def __init__(self, admission: Admission, alone: int, shared: int, hold: float) -> None:
         self.admission = admission
         self.alone = alone
@@ -78,7 +81,7 @@ class BatchShare:
         self.alone = alone
         self.shared = shared
         self.hold = hold
-        self._shares: dict[str, _ModelShare] = {}
+        self._shares: dict[str, ModelShare] = {}
 
     def limit(self, model: str) -> int:
         """How many batch requests of ``model`` may be in its engine now."""
@@ -88,17 +91,29 @@ class BatchShare:
         """How many of ``model``'s batch slots are held now."""
         return self._share(model).inside
 
-    def _share(self, model: str) -> _ModelShare:
+    def _share(self, model: str) -> ModelShare:
+        try:
+            admission = self.models.get(model).admission
+        except ModelNotFoundError:
+            # A config reload removed the model mid-batch: its lines answer 404 through the
+            # envelope; they keep the slots they had until then.
+            if model in self._shares:
+                return self._shares[model]
+            raise
         share = self._shares.get(model)
-        if share is None:
-            share = self._shares[model] = _ModelShare(
-                self.models.get(model).admission, self.alone, self.shared, self.hold
-            )
+        if share is None or share.admission is not admission:
+            # First use, or a config reload replaced the model (a new engine, a new admission):
+            # the share watches the counts of the model that serves now. Slots taken on the old one
+            # go back to the old share (see release).
+            share = self._shares[model] = ModelShare(admission, self.alone, self.shared, self.hold)
         return share
 
-    async def acquire(self, model: str) -> None:
-        """Take one of ``model``'s batch slots, waiting for one; :meth:`release` it exactly once."""
-        await self._share(model).enter()
+    async def acquire(self, model: str) -> ModelShare:
+        """Take one of ``model``'s batch slots, waiting for one; give it back exactly once with
+        :meth:`release` of what this returns."""
+        share = self._share(model)
+        await share.enter()
+        return share
 
-    def release(self, model: str) -> None:
-        self._share(model).leave()
+    def release(self, share: ModelShare) -> None:
+        share.leave()
