@@ -202,6 +202,11 @@ _ENGINE_ROWS: tuple[_Row, ...] = (
      "Admitted requests without a first token yet (queued in the engine or prefilling): the queue depth.",
      lambda model: model.admission.waiting),
     (_G, "ovserve_requests_running", "Admitted requests generating tokens.", lambda model: model.admission.running),
+    # Batch requests are not in waiting/running (they never queue interactive requests out), but
+    # they do load the engine: a router weighing replicas needs to see them.
+    (_G, "ovserve_batch_requests_admitted",
+     "Batch requests admitted to the model (in its engine or about to be); not counted in waiting or running.",
+     lambda model: model.admission.batch),
     (_G, "ovserve_prompt_tokens_in_flight", "Prompt tokens of admitted, unfinished requests.",
      lambda model: model.admission.prompt_tokens),
     (_C, "ovserve_requests_rejected", "Requests refused by admission control (429).",

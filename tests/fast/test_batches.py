@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 
 import aiohttp
 import pytest
 
-from tests.fast.harness import MODEL, Served, fast_model
+from tests.fast.harness import MODEL, Served, eventually, fast_model
 from tests.fast.scripted_engine import reply
+from tests.fast.test_routing_metrics import held_after_first_token, of, samples
 
 CHAT = "/v1/chat/completions"
 KEYS = {"Authorization": "Bearer key-one"}
@@ -243,3 +245,19 @@ async def test_every_batch_endpoint_answers_as_its_route_does(serve: Any, endpoi
         assert answered["output"][0]["content"] == interactive["output"][0]["content"]
     else:
         assert answered["choices"] == interactive["choices"]
+
+
+async def test_batch_requests_in_the_engine_show_in_their_own_gauge_not_the_interactive_queue(serve: Any) -> None:
+    """A router weighing replicas sees a batch's load (``ovserve_batch_requests_admitted``) while
+    the interactive gauges it routes by stay at zero: the batch never queues interactive requests."""
+    release = threading.Event()
+    fast = fast_model(held_after_first_token(release))
+    served = await serve(fast, api_key=["key-one"])
+    running = asyncio.create_task(run_batch(served, jsonl(chat_line("a"), chat_line("b"))))
+    await eventually(lambda: fast.model.admission.batch == 2)
+    busy = await samples(served, headers=KEYS)
+    assert busy[("ovserve_batch_requests_admitted", of(MODEL))] == 2
+    assert busy[("ovserve_requests_waiting", of(MODEL))] == busy[("ovserve_requests_running", of(MODEL))] == 0
+    release.set()
+    assert (await running)["request_counts"]["completed"] == 2
+    assert (await samples(served, headers=KEYS))[("ovserve_batch_requests_admitted", of(MODEL))] == 0

@@ -44,8 +44,8 @@ def cached(fast: FastModel, cache: ScriptedCache = CACHE) -> FastModel:
     return fast
 
 
-async def samples(served: Served) -> Samples:
-    async with served.client.get("/metrics") as response:
+async def samples(served: Served, headers: dict[str, str] | None = None) -> Samples:
+    async with served.client.get("/metrics", headers=headers) as response:
         assert response.status == 200
         text = await response.text()
     return {
