@@ -47,6 +47,7 @@ class _QueueState(Protocol):
     running: int
     prompt_tokens: int
     rejected: int
+    batch: int
 
 
 class _DraftingState(Protocol):
