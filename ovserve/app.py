@@ -16,6 +16,8 @@ from ovserve.api.batches import line_answerer
 from ovserve.api.drain import Drain
 from ovserve.api.routes import request_dialect
 from ovserve.clock import SYSTEM_CLOCK, Clock
+from ovserve.console.files import ConsoleFiles
+from ovserve.console.log_ring import LogRing
 from ovserve.core.chat import ChatGeneration
 from ovserve.core.completion import CompletionGeneration
 from ovserve.core.media import MediaResolver
@@ -215,7 +217,10 @@ def create_app(
         app[keys.CONFIG_RELOADER] = ConfigReloader(settings, models, residency)
     app[keys.METRICS] = metrics
     app[keys.METRICS].scrape.watch(models, app[keys.LOOP_LAG], store, residency)
+    app[keys.CONSOLE_FILES] = ConsoleFiles()
+    app[keys.CONSOLE_LOGS] = LogRing()
     table.add_routes(app)
+    app.cleanup_ctx.append(_console_logs)
     app.cleanup_ctx.append(_engines)
     app.cleanup_ctx.append(_config_watch)
     app.cleanup_ctx.append(_media)
@@ -234,6 +239,16 @@ async def _engines(app: web.Application) -> AsyncIterator[None]:
     app[keys.ENGINE_LOADS] = residency.start()
     yield
     await residency.close()
+
+
+async def _console_logs(app: web.Application) -> AsyncIterator[None]:
+    """The console's Logs view: warnings and errors of the ``ovserve`` logger while the app runs
+    (kept even with --console false: a bounded deque, and nothing is logged per token)."""
+    ring = app[keys.CONSOLE_LOGS]
+    logger = logging.getLogger("ovserve")
+    logger.addHandler(ring)
+    yield
+    logger.removeHandler(ring)
 
 
 async def _config_watch(app: web.Application) -> AsyncIterator[None]:

@@ -35,6 +35,15 @@ if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
     sudo apt-get install -y -q haproxy >/dev/null
   fi
 fi
+# Headless Chromium and its WebDriver, for the browser console's test (tests/e2e/test_console.py,
+# through selenium). Installed only where they are absent.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get install -y -q chromium chromium-driver >/dev/null
+  else
+    sudo apt-get install -y -q chromium chromium-driver >/dev/null
+  fi
+fi
 # The Claude Code CLI, which tests/e2e/test_claude_code.py runs against the server (the worked
 # example of docs/anthropic.md). Best effort: without npm or its registry that test is skipped.
 if command -v npm >/dev/null 2>&1 && ! command -v claude >/dev/null 2>&1; then

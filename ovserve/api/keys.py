@@ -9,6 +9,8 @@ from aiohttp import web
 from ovserve.api import auth
 from ovserve.api.auth import ApiKeys
 from ovserve.api.drain import Drain
+from ovserve.console.files import ConsoleFiles
+from ovserve.console.log_ring import LogRing
 from ovserve.core.media import MediaResolver
 from ovserve.dialects.anthropic.adapter import MessagesEndpoint
 from ovserve.dialects.anthropic.count import CountTokensEndpoint
@@ -75,6 +77,9 @@ API_KEYS = web.AppKey("api_keys", ApiKeys)
 # SIGTERM's drain: readiness 503, new requests 503, in-flight requests counted.
 DRAIN = web.AppKey("drain", Drain)
 METRICS = web.AppKey("metrics", ServerMetrics)
+# The browser console (ovserve.api.console): its files, and the recent warnings and errors it shows.
+CONSOLE_FILES = web.AppKey("console_files", ConsoleFiles)
+CONSOLE_LOGS = web.AppKey("console_logs", LogRing)
 
 # A request key: which key called (its digest; None without keys). The auth middleware sets it, so
 # it is declared next to the middleware (auth.py; this module imports auth, not the reverse).

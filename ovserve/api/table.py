@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from ovserve.api import anthropic, batches, files, ollama, responses, routes
+from ovserve.api import anthropic, batches, console, files, ollama, responses, routes
 from ovserve.api.envelope import Way
 from ovserve.api.openapi import openapi_json
 
@@ -111,8 +111,15 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/health", routes.health, open=True, while_draining=True),
     Route("GET", "/metrics", routes.metrics, while_draining=True, metrics=True),
     Route("GET", "/openapi.json", openapi_json),
-    # Ollama's native API (ovserve.api.ollama); "/" is its liveness answer, open as the probes are.
-    Route("GET", "/", ollama.root, open=True, errors="ollama"),
+    # Ollama's native API (ovserve.api.ollama); "/" is its liveness answer, open as the probes are,
+    # and the browser console's page for a browser (ovserve.api.console: decided by Accept).
+    Route("GET", "/", console.root, open=True, errors="ollama"),
+    # The console: its page and files are open and name no model; its data answers need the key.
+    Route("GET", "/console", console.redirect, open=True),
+    Route("GET", "/console/", console.page, open=True),
+    Route("GET", "/console/static/{file}", console.static_file, open=True),
+    Route("GET", "/console/api/logs", console.logs),
+    Route("GET", "/console/api/info", console.info),
     Route("POST", "/api/chat", ollama.CHAT, errors="ollama"),
     Route("POST", "/api/generate", ollama.GENERATE, errors="ollama"),
     Route("POST", "/api/embed", ollama.EMBED, errors="ollama"),

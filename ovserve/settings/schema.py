@@ -103,6 +103,12 @@ class ServerSettings(BaseModel):
         description="file of API keys, one per line ('#' comments); reread on SIGHUP and when it changes",
     )
     metrics_public: bool = Field(default=False, description="serve /metrics without an API key")
+    console: bool = Field(
+        default=True,
+        description="serve the browser console (docs/console.md) at / to browsers (Accept: text/html) and at "
+        "/console/; its data needs the API key; false: / answers Ollama's 'Ollama is running' to everyone and "
+        "/console/ is a 404",
+    )
     # -- load (ovserve.models.admission) ---------------------------------------------------
     max_queued_requests: int = Field(
         default=64,
