@@ -21,6 +21,7 @@ function explain(error) {
     refused = true;
     clearLogs();
     traffic.reset();
+    tryView.forget();
     const message = apiKey()
       ? `The server refused this API key (${error.message}). Enter another key above.`
       : "This server needs an API key: enter it above.";
@@ -30,7 +31,15 @@ function explain(error) {
   }
 }
 
-async function refresh() {
+// Refreshes run one after another: a slow answer for an old key never lands after a newer one.
+let queue = Promise.resolve();
+
+function refresh() {
+  queue = queue.then(refreshOnce);
+  return queue;
+}
+
+async function refreshOnce() {
   if (refused) return;
   try {
     if (view === "models" || view === "try") await models.refresh();

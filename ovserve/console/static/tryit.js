@@ -63,6 +63,14 @@ export class TryView {
     $("try-none").hidden = shown > 0 || list.length === 0;
   }
 
+  // The key was refused: nothing the last key could see stays on the page.
+  forget() {
+    this.clearChat();
+    for (const node of document.querySelectorAll("#view-try pre, #transcribe-output")) node.textContent = "";
+    $("image-output").hidden = true;
+    $("image-output").removeAttribute("src");
+  }
+
   clearChat() {
     this.messages = [];
     $("chat-transcript").replaceChildren();
