@@ -4,9 +4,10 @@ Takes a resolved :class:`~ovserve.export.source.Source`, the weight format and t
 ``--extra_quantization_params``, and an output directory inside the staging directory (see
 :func:`~ovserve.export.repository.staging_directory`). :func:`detect_task` asks optimum-intel what
 the checkpoint exports as (text or image-text-to-text); :func:`quantization_config` builds the
-weight-compression config optimum-cli would; :func:`export_ir` runs ``main_export`` and then nncf
-weight compression; :func:`finalize_export` puts back the checkpoint's own tokenizer and generation
-files. Run the last two inside :func:`export_environment`, which keeps temporary files on the
+weight-compression config optimum-cli would; :func:`convert_ir` runs ``main_export`` and
+:func:`compress_ir` nncf weight compression (the driver reports them as two stages; :func:`export_ir`
+runs both, for a draft); :func:`finalize_export` puts back the checkpoint's own tokenizer and generation
+files. Run these inside :func:`export_environment`, which keeps temporary files on the
 staging directory's filesystem and restores every global setting it changes.
 
 Guarantees: the output directory holds the IR, openvino_{de,}tokenizer and the checkpoint's HF
@@ -93,7 +94,7 @@ def detect_task(source: Source, config: JsonObject) -> str:
 def quantization_config(weight_format: str, params: list[str], model_id: str) -> dict[str, Any] | None:
     """The weight-compression config optimum-cli builds for ``--weight-format F PARAMS``: its own
     helpers, so model-specific default configs (tuned int4 settings for known Hub ids) apply too."""
-    if weight_format in {"fp16", "fp32"}:
+    if not compresses(weight_format):
         return None
     from optimum.commands.export.openvino import no_compression_parameter_provided, prepare_wc_config
     from optimum.intel.openvino.configuration import _DEFAULT_4BIT_WQ_CONFIG, get_default_quantization_config
@@ -141,25 +142,15 @@ def export_environment(staging: Path) -> Iterator[None]:
         tempfile.tempdir = saved_tempdir
 
 
-def export_ir(
-    source: Source,
-    output: Path,
-    task: str,
-    weight_format: str,
-    compression: Any,
-    label: str,
-    model_kwargs: dict[str, Any] | None = None,
-    library_name: str = "transformers",
-) -> None:
-    """optimum-cli export openvino --weight-format F PARAMS --trust-remote-code [--model-kwargs JSON],
-    in-process (``model_kwargs``: SpeechT5's ``{"vocoder": ...}``); a diffusers pipeline
-    (``library_name`` "diffusers") without --trust-remote-code, as OVMS's script exports it."""
-    from optimum.exporters.openvino import main_export
-    from optimum.exporters.openvino.__main__ import _main_quantize
-    from optimum.intel import OVConfig
-    from optimum.intel.openvino.configuration import _GPTOSSQuantizationConfig
+def compresses(weight_format: str) -> bool:
+    """Whether an export at ``weight_format`` compresses its weights with nncf (int8, int4)."""
+    return weight_format not in {"fp16", "fp32"}
 
-    ov_config = OVConfig(dtype=weight_format) if compression is None else OVConfig(quantization_config=compression)
+
+def _export_arguments(
+    source: Source, task: str, model_kwargs: dict[str, Any] | None, library_name: str
+) -> dict[str, Any]:
+    """What ``main_export`` and the compression pass both take: the checkpoint and its task."""
     common: dict[str, Any] = {
         "model_name_or_path": source.model_name_or_path,
         "task": task,
@@ -170,22 +161,69 @@ def export_ir(
     }
     if model_kwargs:
         common["model_kwargs"] = model_kwargs
-    started = time.monotonic()
+    return common
+
+
+def convert_ir(
+    source: Source,
+    output: Path,
+    task: str,
+    weight_format: str,
+    compression: Any,
+    label: str,
+    model_kwargs: dict[str, Any] | None = None,
+    library_name: str = "transformers",
+) -> None:
+    """optimum-cli export openvino's conversion (``main_export``), in-process, without its second
+    compression pass (:func:`compress_ir`): ``model_kwargs``, SpeechT5's ``{"vocoder": ...}``; a
+    diffusers pipeline (``library_name`` "diffusers") without --trust-remote-code, as OVMS's
+    script exports it."""
+    from optimum.exporters.openvino import main_export
+    from optimum.intel import OVConfig
+
+    ov_config = OVConfig(dtype=weight_format) if compression is None else OVConfig(quantization_config=compression)
     stage(f"{label}: converting {source.describe()} to OpenVINO IR ({task})")
     main_export(
         output=output,
         ov_config=ov_config,
         convert_tokenizer=True,
         local_files_only=source.local_dir is not None,
-        **common,
+        **_export_arguments(source, task, model_kwargs, library_name),
     )
-    # As optimum-cli: compress in a second pass unless the config is the GPT-OSS two-pass workaround,
-    # which main_export already applied.
-    if compression and not isinstance(compression, _GPTOSSQuantizationConfig):
-        stage(f"{label}: compressing weights to {weight_format} (nncf)")
-        from huggingface_hub import constants
 
-        _main_quantize(quantization_config=compression, output=output, cache_dir=constants.HF_HUB_CACHE, **common)
+
+def compress_ir(
+    source: Source,
+    output: Path,
+    task: str,
+    weight_format: str,
+    compression: Any,
+    label: str,
+    model_kwargs: dict[str, Any] | None = None,
+    library_name: str = "transformers",
+) -> None:
+    """optimum-cli's second pass: nncf compresses the converted IR in ``output`` with ``compression``
+    (not needed for the GPT-OSS two-pass config, which ``main_export`` already applied)."""
+    from optimum.exporters.openvino.__main__ import _main_quantize
+    from optimum.intel.openvino.configuration import _GPTOSSQuantizationConfig
+
+    if not compression:
+        return
+    if isinstance(compression, _GPTOSSQuantizationConfig):
+        stage(f"{label}: weights compressed to {weight_format} during the conversion (GPT-OSS two-pass config)")
+        return
+    stage(f"{label}: compressing weights to {weight_format} (nncf)")
+    from huggingface_hub import constants
+
+    common = _export_arguments(source, task, model_kwargs, library_name)
+    _main_quantize(quantization_config=compression, output=output, cache_dir=constants.HF_HUB_CACHE, **common)
+
+
+def export_ir(source: Source, output: Path, task: str, weight_format: str, compression: Any, label: str) -> None:
+    """:func:`convert_ir` then :func:`compress_ir`, as one step (a draft model)."""
+    started = time.monotonic()
+    convert_ir(source, output, task, weight_format, compression, label)
+    compress_ir(source, output, task, weight_format, compression, label)
     stage(f"{label}: converted in {time.monotonic() - started:.1f} s")
 
 

@@ -4,7 +4,8 @@ A :class:`Plan` is what the command line decided (source, name, repository, weig
 compression options) plus the :class:`Options` of one kind of model: text generation
 (``ovserve.export.text``), embeddings and rerank (``ovserve.export.retrieval``), speech
 (``ovserve.export.speech``), image generation (``ovserve.export.images``). :func:`export` runs the
-steps, each printed as it starts:
+steps, reported as stages (:func:`export_stages`: ``[export] [i/N] ...``, ``ovserve.export.progress``)
+and each detail printed as it comes:
 
 1. the model directory is free (or ``--overwrite_models``) and ``config.json`` usable;
 2. the source resolved, not overlapping the target; its config (``Options.read_config``: a
@@ -34,7 +35,15 @@ from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 from ovserve.export.arguments import check_model_name, check_source, compression_params, default_name
-from ovserve.export.conversion import export_environment, export_ir, finalize_export, quantization_config
+from ovserve.export.conversion import (
+    compress_ir,
+    compresses,
+    convert_ir,
+    export_environment,
+    finalize_export,
+    quantization_config,
+)
+from ovserve.export.progress import Progress
 from ovserve.export.report import stage
 from ovserve.export.repository import (
     add_servable,
@@ -84,6 +93,10 @@ class Options:
 
     def model_kwargs(self, others: list[Checkpoint]) -> dict[str, Any] | None:
         """optimum-intel's ``model_kwargs`` for the conversion (SpeechT5's vocoder)."""
+        return None
+
+    def more_stage(self) -> str | None:
+        """The name of the stage :meth:`convert_more` is (``[export] [5/7] draft model``), if it converts anything."""
         return None
 
     def convert_more(self, staged: Path, weight_format: str, others: list[Checkpoint]) -> None:
@@ -142,45 +155,83 @@ class Plan(Generic[OptionsT]):
         )
 
 
+# The stages every export reports (``ovserve.export.progress``), in the order :func:`export` runs them.
+READING = "reading the source"
+CONVERTING = "converting to OpenVINO IR"
+TOKENIZER = "tokenizer"
+VERIFYING = "verification"
+WRITING = "writing the repository"
+
+
+def compressing(weight_format: str) -> str:
+    return f"compressing weights to {weight_format}"
+
+
+def export_stages(plan: Plan[Any]) -> list[str]:
+    """The stages of ``plan``'s export, in order: compression only for int8/int4 weights, and the
+    stage its options add (a draft model), if any."""
+    more = plan.options.more_stage()
+    return [
+        READING,
+        CONVERTING,
+        *([compressing(plan.weight_format)] if compresses(plan.weight_format) else []),
+        TOKENIZER,
+        *([more] if more else []),
+        VERIFYING,
+        WRITING,
+    ]
+
+
 def export(plan: Plan[OptionsT]) -> None:
-    """The steps in order (see the module doc). Raises ExportError; the repository is unchanged
-    unless every step before the config.json update succeeded."""
+    """The steps in order (see the module doc), each stage reported as it starts and ends. Raises
+    ExportError; the repository is unchanged unless every step before the config.json update succeeded."""
     started = time.monotonic()
     options, target = plan.options, plan.model_dir
     check_target_free(target, plan.overwrite, plan.config_path)  # an unusable config.json stops us before the export
 
-    source = resolve_source(plan.source)
-    stage(f"source: {source.describe()}")
-    check_not_overlapping(source.local_dir, target)
-    config = options.read_config(source)
-    options.check_checkpoint(source, config)
-    options.check_tokenizer(source)
-    others = options.other_checkpoints(target)
-    check_disk(target, plan.weight_format, [(source, config), *others])
+    with Progress(export_stages(plan)) as progress:
+        progress.begin(READING)
+        source = resolve_source(plan.source)
+        stage(f"source: {source.describe()}")
+        check_not_overlapping(source.local_dir, target)
+        config = options.read_config(source)
+        options.check_checkpoint(source, config)
+        options.check_tokenizer(source)
+        others = options.other_checkpoints(target)
+        check_disk(target, plan.weight_format, [(source, config), *others])
 
-    stage("loading optimum-intel")
-    task = options.optimum_task(source, config, others)
-    compression = quantization_config(plan.weight_format, plan.quantization_params, source.id)
-    with staging_directory(target) as staging:
-        staged = staging / "model"
-        with export_environment(staging):
-            model_kwargs = options.model_kwargs(others)
-            export_ir(
-                source, staged, task, plan.weight_format, compression, "model", model_kwargs, options.library_name
-            )
-            options.finalize(source, staged, task)
-            options.convert_more(staged, plan.weight_format, others)
-        options.add_files(staged)
-        # The graph goes into the staging directory first: the check builds what the server will
-        # build from it, and the repository sees neither unless both are good.
-        graph_path = staged / "graph.pbtxt"
-        graph_path.write_text(options.render_graph(), encoding="utf-8")
-        options.check(ovserve_settings(graph_path, plan.model_name), task, source)
-        swap_into_place(staged, target, staging / "replaced")
-    stage(f"wrote {target} and its graph.pbtxt")
+        # A Hub download (inside main_export) draws huggingface_hub's bars; nncf draws its own.
+        progress.begin(CONVERTING, own_bars=source.local_dir is None)
+        stage("loading optimum-intel")
+        task = options.optimum_task(source, config, others)
+        compression = quantization_config(plan.weight_format, plan.quantization_params, source.id)
+        with staging_directory(target) as staging:
+            staged = staging / "model"
+            with export_environment(staging):
+                model_kwargs = options.model_kwargs(others)
+                conversion = (source, staged, task, plan.weight_format, compression, "model", model_kwargs)
+                convert_ir(*conversion, options.library_name)
+                if compresses(plan.weight_format):
+                    progress.begin(compressing(plan.weight_format), own_bars=True)
+                    compress_ir(*conversion, options.library_name)
+                progress.begin(TOKENIZER)
+                options.finalize(source, staged, task)
+                if more := options.more_stage():
+                    progress.begin(more, own_bars=True)
+                options.convert_more(staged, plan.weight_format, others)
+            progress.begin(VERIFYING)
+            options.add_files(staged)
+            # The graph goes into the staging directory first: the check builds what the server will
+            # build from it, and the repository sees neither unless both are good.
+            graph_path = staged / "graph.pbtxt"
+            graph_path.write_text(options.render_graph(), encoding="utf-8")
+            options.check(ovserve_settings(graph_path, plan.model_name), task, source)
+            progress.begin(WRITING)
+            swap_into_place(staged, target, staging / "replaced")
+        stage(f"wrote {target} and its graph.pbtxt")
 
-    updated = add_servable(plan.config_path, plan.model_name, os.path.relpath(target, plan.config_path.parent))
-    stage(f"{'updated' if updated else 'added'} '{plan.model_name}' in {plan.config_path}")
+        updated = add_servable(plan.config_path, plan.model_name, os.path.relpath(target, plan.config_path.parent))
+        stage(f"{'updated' if updated else 'added'} '{plan.model_name}' in {plan.config_path}")
     stage(
         f"done in {time.monotonic() - started:.0f} s; serve it with: "
         f"ovserve serve --config_path {plan.config_path} --port 8000"

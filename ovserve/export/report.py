@@ -1,12 +1,15 @@
 """How the export talks to its user: the ``[export]`` progress lines, and the one error a user can fix.
 
-Every step prints through :func:`stage` as it starts and raises :class:`ExportError` for a problem
-the user can fix from its message; ``ovserve.export.run`` prints that message as one line and exits
-with status 2, and the repository is unchanged. Anything else a step raises is a bug (exit status 1,
-with a traceback).
+The driver announces each stage of an export (``ovserve.export.progress``: ``[export] [i/N] ...``
+lines, or a live line on a terminal); every step prints its details through :func:`stage` and
+raises :class:`ExportError` for a problem the user can fix from its message; ``ovserve.export.run``
+prints that message as one line and exits with status 2, and the repository is unchanged. Anything
+else a step raises is a bug (exit status 1, with a traceback).
 """
 
 from __future__ import annotations
+
+from ovserve.export.progress import note
 
 
 class ExportError(Exception):
@@ -14,7 +17,8 @@ class ExportError(Exception):
 
 
 def stage(message: str) -> None:
-    print(f"[export] {message}", flush=True)
+    """One ``[export] message`` line inside the stage running now (see ``ovserve.export.progress``)."""
+    note(message)
 
 
 def gb(size: float) -> str:

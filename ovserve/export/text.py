@@ -122,6 +122,9 @@ class TextOptions(Options):
                 raise ExportError(f"the draft model must be a text model; {draft.describe()} is a VLM")
         return task
 
+    def more_stage(self) -> str | None:
+        return "draft model" if self.draft_source and self.graph.draft_dir_name else None
+
     def convert_more(self, staged: Path, weight_format: str, others: list[Checkpoint]) -> None:
         if not others or not self.graph.draft_dir_name:
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,6 +96,33 @@ def succeeded(result: subprocess.CompletedProcess[str]) -> list[str]:
     """The export's progress lines, after checking it succeeded."""
     assert result.returncode == 0, result.stdout + result.stderr
     return [line for line in result.stdout.splitlines() if line.startswith("[export]")]
+
+
+STAGE_LINE = re.compile(r"\[export\] \[\d+/\d+\] ")
+
+
+def progress_of(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """The export's stage lines (``[export] [i/N] ...``, its details left out), times as T; off a
+    terminal they are plain lines: no carriage return, no escape sequence."""
+    assert "\r" not in result.stdout and "\x1b" not in result.stdout, result.stdout
+    lines = [line for line in result.stdout.splitlines() if STAGE_LINE.match(line)]
+    return [re.sub(r" \d+\.\d s$", " T", line) for line in lines]
+
+
+def expected_progress(*names: str) -> list[str]:
+    n = len(names)
+    return [
+        line
+        for i, name in enumerate(names, 1)
+        for line in (f"[export] [{i}/{n}] {name} ...", f"[export] [{i}/{n}] done in T")
+    ]
+
+
+def within_stage(stages: list[str], detail: str, stage: str) -> bool:
+    """Whether the detail line comes between the start and the end of the named stage."""
+    start = next(i for i, line in enumerate(stages) if STAGE_LINE.match(line) and line.endswith(f"] {stage} ..."))
+    end = next(i for i, line in enumerate(stages) if i > start and STAGE_LINE.match(line))
+    return any(detail in line for line in stages[start + 1 : end])
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -224,6 +252,13 @@ def test_fp16_speculative_export_is_ovms_layout(exports: Exports, checkpoints: d
     check = max(i for i, line in enumerate(stages) if "check:" in line)
     assert "check: generated" in stages[check]
     assert check < next(i for i, line in enumerate(stages) if "graph.pbtxt" in line)
+    # Stage by stage, in the driver's order: no compression at fp16, the draft a stage of its own.
+    assert progress_of(exports.fp16_result) == expected_progress(
+        "reading the source", "converting to OpenVINO IR", "tokenizer", "draft model", "verification",
+        "writing the repository",
+    )  # fmt: skip
+    assert within_stage(stages, "draft: converting", "draft model")
+    assert within_stage(stages, "check: generated", "verification")
 
     repository = exports.fp16
     model = repository / "org" / "tiny-chat"
@@ -306,6 +341,11 @@ def test_overwrite_replaces_the_model_with_an_int8_plain_export(
 ) -> None:
     stages = succeeded(exports.int8_result)
     assert any("source: acme/tiny-chat (cached in" in line for line in stages), stages
+    assert progress_of(exports.int8_result) == expected_progress(
+        "reading the source", "converting to OpenVINO IR", "compressing weights to int8", "tokenizer",
+        "verification", "writing the repository",
+    )  # fmt: skip
+    assert within_stage(stages, "model: compressing weights to int8 (nncf)", "compressing weights to int8")
     repository = exports.int8
     model = repository / "org" / "tiny-chat"
     assert (model / "graph.pbtxt").read_text() == ovms_graph(INT8_GRAPH_OPTIONS)
@@ -336,6 +376,8 @@ def test_failed_overwrite_keeps_the_old_model(exports: Exports) -> None:
     assert last.startswith("ovserve export: export failed (") and last.endswith("the repository was left as it was")
     assert snapshot(exports.failed) == exports.before_failure
     assert "model: converting" in result.stdout, "it failed in the export, not in an earlier check"
+    # The stage it failed in says so, and no later stage started.
+    assert progress_of(result)[-2:] == ["[export] [2/6] converting to OpenVINO IR ...", "[export] [2/6] failed after T"]
 
 
 # -- mistakes are refused in one line, before anything is written -----------------------------------
