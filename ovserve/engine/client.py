@@ -36,6 +36,8 @@ from ovserve.engine.messages import (
     Fatal,
     GenerationParams,
     Heartbeat,
+    Loading,
+    LoadStage,
     Ready,
     RequestEnded,
     SequenceOutput,
@@ -114,6 +116,10 @@ class EngineClient(EngineRequests):
         self._restarts = RestartPolicy()  # when the next start is due, and Retry-After
         self.last_failure: str | None = None  # why the last start failed (the 503 of a failed load says it)
         self._after_unload = False  # the next start loads an unloaded model: not a restart
+        # The stage of the start under way (the engine's Loading reports) and since when (real time:
+        # a measured duration); None when no start is under way.
+        self._load_stage: LoadStage | None = None
+        self._load_stage_since = 0.0
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -142,6 +148,16 @@ class EngineClient(EngineRequests):
     def backoff_remaining(self) -> float:
         """Seconds before a failed model may be tried again (0 when it may be tried now)."""
         return self._restarts.remaining(self._clock.monotonic()) if self.state is EngineState.FAILED else 0.0
+
+    def load_progress(self) -> tuple[LoadStage, float] | None:
+        """The stage of the start under way and the seconds spent in it so far; None when no start
+        is under way (``GET /v3/models``' ``load_stage``)."""
+        if self._load_stage is None:
+            return None
+        return self._load_stage, time.monotonic() - self._load_stage_since
+
+    def _enter_stage(self, stage: LoadStage | None) -> None:
+        self._load_stage, self._load_stage_since = stage, time.monotonic()
 
     @property
     def load_seconds(self) -> float:
@@ -173,6 +189,7 @@ class EngineClient(EngineRequests):
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
         started = time.monotonic()
+        self._enter_stage(LoadStage.STARTING)
         parent_conn, self._process = self._launcher(self.spec, self._log_level)
         self._conn = parent_conn
         self._outbox = queue.SimpleQueue()
@@ -183,8 +200,10 @@ class EngineClient(EngineRequests):
         try:
             await self._ready
         except BaseException:
+            self._enter_stage(None)
             self._stop_process()
             raise
+        self._enter_stage(None)
         self.state = EngineState.READY
         self._restarts.became_ready(time.monotonic() - started, self._clock.monotonic())
         self._stall_watch.restart(self._clock.monotonic())
@@ -205,6 +224,7 @@ class EngineClient(EngineRequests):
                 task.cancel()
         self._restart_task = self._watchdog = None
         self.state = EngineState.UNLOADED
+        self._enter_stage(None)
         self._after_unload = True
         self._restarts.forget()
         unloaded = f"model '{self.spec.name}' was unloaded; retry the request"
@@ -224,6 +244,7 @@ class EngineClient(EngineRequests):
     async def close(self) -> None:
         self._closing = True
         self.state = EngineState.STOPPED
+        self._enter_stage(None)
         if self._restart_task is not None:
             self._restart_task.cancel()
         if self._watchdog is not None:
@@ -281,6 +302,9 @@ class EngineClient(EngineRequests):
         match event:
             case Heartbeat(stats):
                 self.last_report, self.last_report_at = stats, time.monotonic()
+            case Loading(stage):
+                if self._ready is not None and not self._ready.done():
+                    self._enter_stage(stage)
             case Ready(pid):
                 self.pid = pid
                 if self._ready is not None and not self._ready.done():

@@ -39,7 +39,8 @@ class EngineProcess(Protocol):
 EngineLauncher = Callable[[EngineSpec, int], tuple[PipeChannel, EngineProcess]]
 """Starts an engine for ``(spec, log_level)``; returns the server's side of its channel and its process.
 
-The engine answers on the pipe with :class:`Ready` (or :class:`Fatal`) and then serves commands;
+The engine reports each stage of its load on the pipe (:class:`Loading`), answers with :class:`Ready`
+(or :class:`Fatal`) and then serves commands;
 its death shows as EOF on the pipe.
 """
 

@@ -231,6 +231,21 @@ Command = (
 # -- engine -> server -----------------------------------------------------------------------
 
 
+class LoadStage(enum.Enum):
+    """Where an engine's load is (``GET /v3/models``' ``load_stage``), in the order they come."""
+
+    STARTING = "starting"  # the process is spawned and imports its libraries (the client's, at launch)
+    COMPILING = "compiling"  # openvino_genai reads the model's files and compiles them (one constructor)
+    WARMING_UP = "warming up"  # a first inference and the loop's tables, before any client waits on them
+
+
+@dataclass(frozen=True, slots=True)
+class Loading:
+    """The engine entered a stage of its load; sent before :class:`Ready` (or :class:`Fatal`)."""
+
+    stage: LoadStage
+
+
 @dataclass(frozen=True, slots=True)
 class Ready:
     """The pipeline is loaded; requests may come."""
@@ -386,4 +401,4 @@ RequestEvent = (
     | ImageProgress
     | ImageResult
 )
-Event = Ready | Fatal | RequestEvent | StatsReply | Heartbeat
+Event = Loading | Ready | Fatal | RequestEvent | StatsReply | Heartbeat

@@ -7,6 +7,9 @@ LLM or VLM), ``stateful`` (``LLMPipeline``), ``retrieval_loop`` (embeddings, rer
 is in ``loop``; pipelines and generation configs are built in ``pipelines``. Test faults
 (``EngineSpec.fault``) run in a loop of their own (``faults``): a production engine never checks
 for them.
+
+The process reports its load as it goes: a :class:`~ovserve.engine.messages.Loading` as each stage
+starts (compiling, warming up), then ``Ready`` or ``Fatal``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ovserve.engine.channel import PipeChannel
 from ovserve.engine.continuous import EngineLoop
 from ovserve.engine.faults import FaultInjectingLoop
 from ovserve.engine.memory import pin_malloc_thresholds
-from ovserve.engine.messages import Fatal, Ready
+from ovserve.engine.messages import Fatal, Loading, LoadStage, Ready
 from ovserve.engine.pipelines import build_pipeline, is_vlm, kv_block_tokens, measure_block_bytes, vocab_size
 from ovserve.engine.prefix_cache import PrefixCacheModel
 from ovserve.engine.retrieval_loop import RetrievalEngineLoop
@@ -31,11 +34,15 @@ def main(conn: PipeChannel, spec: EngineSpec, log_level: int = logging.INFO) -> 
     logging.basicConfig(level=log_level, format=f"%(asctime)s %(levelname)s [engine {spec.name}] %(message)s")
     # Before the pipeline and any request: freed buffers must go back to the OS (ovserve.engine.memory).
     pin_malloc_thresholds()
+    # Each stage is reported as it starts (GET /v3/models' load_stage): a big model's load is minutes.
+    conn.send([Loading(LoadStage.COMPILING)])
     try:
         pipe = build_pipeline(spec)
     except Exception as exc:
         conn.send([Fatal(f"could not load {spec.model_path} ({spec.kind.value}) on {spec.device}: {exc}")])
         return
+    if spec.kind.generates:  # the token table, and for continuous batching a first inference (the block probe)
+        conn.send([Loading(LoadStage.WARMING_UP)])
     loop: EngineLoop | StatefulEngineLoop | RetrievalEngineLoop
     if not spec.kind.generates:
         loop = RetrievalEngineLoop(pipe, conn, spec)

@@ -477,6 +477,7 @@ class ResidencyManager:
         residency = model.residency
         state = self.state(model)
         memory = self.measure(model) if state is ModelState.LOADED else None
+        load = model.engine.load_progress()  # the engine's own load stage, while a start is under way
         return {
             "state": state.value,
             "pinned": residency.pinned,
@@ -485,6 +486,8 @@ class ResidencyManager:
             "memory_bytes": memory,
             "memory_estimate_bytes": residency.estimate(),
             "last_used": int(residency.last_used) if residency.last_used is not None else None,
+            "load_stage": load[0].value if load else None,
+            "load_stage_seconds": round(load[1], 1) if load else None,
         }
 
     def metric_rows(self) -> Iterator[ResidencyRow]:

@@ -173,10 +173,26 @@ def test_sixteen_concurrent_requests_to_an_unloaded_model_are_served_by_one_load
     assert httpx.post(f"{budget_server.url}/v3/models/b/unload", timeout=60).status_code == 200
     assert post_chat(budget_server, "c").status_code == 200  # c is loaded, b is not
     before = loads(budget_server, "b")
+    stages: list[str] = []  # b's load stages, as GET /v3/models showed them during the load
+    loaded = threading.Event()
+
+    def watch() -> None:
+        while not loaded.wait(0.05):  # a console's poll, at 20 Hz
+            stage = listed(budget_server)["b"]["load_stage"]
+            if stage is not None and stage not in stages:
+                stages.append(stage)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
         statuses = list(pool.map(lambda _: post_chat(budget_server, "b").status_code, range(16)))
+    loaded.set()
+    watcher.join()
     assert statuses == [200] * 16
     assert loads(budget_server, "b") == before + 1
+    # The engine reported its load as it went (a poll may miss a short stage), in its order; none once loaded.
+    assert stages and stages == sorted(stages, key=["starting", "compiling", "warming up"].index), stages
+    assert listed(budget_server)["b"]["load_stage"] is None
     assert listed(budget_server)["c"]["state"] == "unloaded"  # b needed room: c was the LRU one
     assert len(budget_server.engine_pids()) == 2
 

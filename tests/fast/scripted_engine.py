@@ -38,6 +38,8 @@ from ovserve.engine.messages import (
     Event,
     Fatal,
     Heartbeat,
+    Loading,
+    LoadStage,
     Ready,
     RequestEnded,
     SequenceOutput,
@@ -204,7 +206,7 @@ class ScriptedEngine:
 
     conn: PipeChannel
     script: Script
-    gate: threading.Event  # Ready is sent once this is set (a model that is still loading)
+    gate: threading.Event  # Ready is sent once this is set (a model that is still compiling)
     fatal: str | None = None  # sent instead of Ready: the pipeline could not be built
     step_interval_s: float = 0.001
     clock: Clock = SYSTEM_CLOCK  # its time: heartbeats, Busy steps, CPU time
@@ -263,13 +265,15 @@ class ScriptedEngine:
             self.conn.close()
 
     def _serve(self) -> int:
+        # As the real engine reports its load: compiling until the gate opens, then warming up.
+        self.conn.send([Loading(LoadStage.COMPILING)])
         while not self.gate.wait(0.01):
             if self._stop.is_set():
                 return -9
         if self.fatal is not None:
             self.conn.send([Fatal(self.fatal)])
             return 1
-        self.conn.send([Ready(self.pid)])
+        self.conn.send([Loading(LoadStage.WARMING_UP), Ready(self.pid)])
         active: dict[int, Iterator[Step]] = {}
         last_beat = 0.0
         while not self._stop.is_set():

@@ -10,14 +10,16 @@ import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ovserve.api import keys
 from ovserve.clock import ManualClock
+from ovserve.dialects.openai.models import ModelParsersInfo
 from ovserve.engine.client import EngineState
+from ovserve.engine.messages import LoadStage
 from ovserve.engine.spec import SchedulerSettings
 from tests.fast.harness import FastModel, Served, eventually, fast_model, parse_sse
 from tests.fast.scripted_engine import held_reply
@@ -87,6 +89,8 @@ async def test_a_lazy_model_starts_unloaded_and_its_first_request_loads_it(serve
         "memory_bytes": None,
         "memory_estimate_bytes": listed["ovserve"]["memory_estimate_bytes"],
         "last_used": None,
+        "load_stage": None,  # no start under way
+        "load_stage_seconds": None,
         "tool_parser": "hermes3",
         "reasoning_parser": None,
     }
@@ -113,6 +117,30 @@ async def test_requests_arriving_while_a_model_loads_all_wait_for_the_same_load(
     results = await asyncio.gather(*requests)
     assert [status for status, _ in results] == [200] * 8
     assert len(lazy.launcher.launched) == 1
+
+
+async def test_a_loading_model_shows_its_engine_load_stage_and_a_loaded_one_none(serve_on_demand: Start) -> None:
+    lazy = fast_model(name="lazy")
+    lazy.launcher.gate.clear()  # the engine stays in its compiling stage
+    served = await serve_on_demand(lazy, lazy_load=True)
+    request = asyncio.create_task(served.post("/v3/chat/completions", chat("lazy")))
+
+    def stage() -> LoadStage | None:
+        progress = lazy.model.engine.load_progress()
+        return progress[0] if progress else None
+
+    await eventually(lambda: stage() is LoadStage.COMPILING)  # the engine's own report
+    loading = (await model_object(served, "lazy"))["ovserve"]
+    assert (loading["state"], loading["load_stage"]) == ("loading", "compiling")
+    assert loading["load_stage_seconds"] >= 0
+    lazy.launcher.gate.set()
+    assert (await request)[0] == 200
+    loaded = (await model_object(served, "lazy"))["ovserve"]
+    assert (loaded["state"], loaded["load_stage"], loaded["load_stage_seconds"]) == ("loaded", None, None)
+    # The documented values are the engine's stages.
+    annotation = ModelParsersInfo.model_fields["load_stage"].annotation
+    literal = next(arg for arg in get_args(annotation) if arg is not type(None))
+    assert set(get_args(literal)) == {stage.value for stage in LoadStage}
 
 
 @pytest.mark.parametrize("unload_by", ["api", "config"])

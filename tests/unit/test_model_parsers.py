@@ -21,6 +21,8 @@ LOADED = {
     "memory_bytes": None,
     "memory_estimate_bytes": None,
     "last_used": None,
+    "load_stage": None,
+    "load_stage_seconds": None,
 }
 
 

@@ -19,6 +19,8 @@ from ovserve.engine.messages import (
     EngineErrorKind,
     EngineStats,
     Fatal,
+    Loading,
+    LoadStage,
     Ready,
     RequestEnded,
     SequenceOutput,
@@ -51,6 +53,7 @@ def test_commands_and_event_batches_cross_a_pipe_unchanged() -> None:
     assert [engine_end.recv() for _ in commands] == commands
 
     events = [
+        Loading(LoadStage.COMPILING),
         Ready(123),
         Fatal("no such model"),
         SequenceOutput(1, 0, "hé", 2, [(104, "h", -0.1), (233, "é", -0.2)], None),

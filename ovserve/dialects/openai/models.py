@@ -5,8 +5,10 @@ model object also carries ovserve's extension ``ovserve``: the parsers its outpu
 (``tool_parser``, ``reasoning_parser``: the registry names chosen at load, null when that parsing
 is off), so a client can see what detection picked without reading the server's log, and its
 residency (``state``, ``pinned``, ``lazy_load``, ``idle_unload_timeout``, ``memory_bytes``,
-``memory_estimate_bytes``, ``last_used``: ``ovserve.models.manager``). Clients that do not know
-the key ignore it, as OpenAI's SDKs do with unknown fields.
+``memory_estimate_bytes``, ``last_used``: ``ovserve.models.manager``), and while a start is under
+way the engine's load stage (``load_stage``: ``starting``, ``compiling``, ``warming up``, and
+``load_stage_seconds`` in it so far; null otherwise). Clients that do not know the key ignore it,
+as OpenAI's SDKs do with unknown fields.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class ModelParsersInfo(Body):
     memory_bytes: int | None  # measured, while loaded
     memory_estimate_bytes: int | None  # what the memory budget counts for it
     last_used: int | None  # Unix time of its last request
+    # The engine's load stage while a start (a load, a restart) is under way, and the seconds in it.
+    load_stage: Literal["starting", "compiling", "warming up"] | None  # LoadStage
+    load_stage_seconds: float | None
 
     @classmethod
     def of(cls, model: ServedModel, residency: dict[str, Any]) -> ModelParsersInfo:
