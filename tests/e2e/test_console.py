@@ -25,7 +25,7 @@ from selenium.webdriver import Chrome as WebDriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.conftest import ROOT, Server, graph_config, launch_server
 
@@ -154,6 +154,61 @@ def test_a_chat_streams_its_answer_into_the_page(browser: WebDriver, console_ser
     assert "$OVSERVE_API_KEY" in snippets and KEY not in snippets and '"stream": true' in snippets
     screenshot(browser, "try-chat")
     assert severe_logs(browser) == []
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Paris"]}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def test_a_forced_tool_call_is_shown_apart_from_the_answer(browser: WebDriver, console_server: Server) -> None:
+    loaded(browser, console_server)
+    view(browser, "try")
+    tools = browser.find_element(By.ID, "chat-tools")
+    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#try-chat summary").is_displayed(), "the chat panel")
+    browser.find_element(By.CSS_SELECTOR, "#try-chat summary").click()
+    tools.send_keys(json.dumps([WEATHER]))
+    Select(browser.find_element(By.ID, "chat-tool-choice")).select_by_visible_text("required")
+    browser.find_element(By.CSS_SELECTOR, _testid("chat-input")).send_keys("The weather in Paris?")
+    send = browser.find_element(By.CSS_SELECTOR, _testid("chat-send"))
+    send.click()
+    calls = browser.find_element(By.ID, "chat-tool-calls")
+    until(browser, lambda d: send.is_enabled() and calls.is_displayed(), "the tool call")
+    assert calls.text.startswith('get_weather({"city": "Paris"'), calls.text
+    assert "get_weather" not in browser.find_element(By.CSS_SELECTOR, _testid("chat-output")).text
+    screenshot(browser, "try-tool-call")
+    assert severe_logs(browser) == []
+
+
+def test_the_pages_quantiles_read_histogram_buckets_as_prometheus_does(
+    browser: WebDriver, console_server: Server
+) -> None:
+    """prom.js, in the browser: p50/p95 of the observations between two scrapes, linear inside a
+    bucket (histogram_quantile); none observed: no value; the +Inf bucket: its lower bound."""
+    browser.get(f"{console_server.url}/console/")
+    script = """
+    const done = arguments[arguments.length - 1];
+    import("/console/static/prom.js").then(({ buckets, parse, quantile }) => {
+      const scrape = (counts) => parse(counts.map(([le, n]) =>
+        `ovserve_time_to_first_token_seconds_bucket{model="m",le="${le}"} ${n}`).join("\\n"));
+      const before = buckets(scrape([["0.1", 2], ["0.5", 4], ["+Inf", 4]]), "ovserve_time_to_first_token_seconds");
+      const after = buckets(scrape([["0.1", 7], ["0.5", 14], ["+Inf", 16]]), "ovserve_time_to_first_token_seconds");
+      done([quantile(0.5, before, after), quantile(0.95, before, after), quantile(0.5, after, after)]);
+    });
+    """
+    p50, p95, idle = browser.execute_async_script(script)
+    # 12 new observations: 5 at <= 0.1 s, 5 in (0.1, 0.5], 2 above 0.5 s.
+    assert p50 == pytest.approx(0.1 + 0.4 * (6 - 5) / 5)
+    assert p95 == pytest.approx(0.5)
+    assert idle is None
 
 
 def test_a_speech_answer_plays_in_the_page(browser: WebDriver, console_server: Server) -> None:

@@ -4,6 +4,8 @@ security headers, ``--console false``, and the key-protected logs and info answe
 
 from __future__ import annotations
 
+import fnmatch
+import json
 import logging
 import re
 
@@ -12,6 +14,7 @@ import pytest
 from ovserve.api.console import wants_html
 from ovserve.console import STATIC_DIR
 from ovserve.console.log_ring import LogRing
+from tests.conftest import ROOT
 from tests.fast.harness import MODEL, fast_model
 
 # What Chromium and Firefox send for a page.
@@ -153,3 +156,15 @@ def test_the_page_has_no_inline_script_and_its_code_never_writes_html() -> None:
         code = script.read_text()
         for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
             assert sink not in code, f"{script.name} uses {sink}"
+
+
+def test_the_wheel_ships_every_console_file() -> None:
+    """pyproject's package data for ovserve.console covers each file the page needs (a file it
+    missed would be a 404 after ``pip install``, never in a source checkout)."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    declared = re.search(r'^"ovserve\.console" = (\[.*\])$', pyproject, flags=re.MULTILINE)
+    assert declared is not None, "[tool.setuptools.package-data] names no ovserve.console files"
+    shipped = json.loads(declared.group(1))
+    files = [path.relative_to(STATIC_DIR.parent).as_posix() for path in STATIC_DIR.rglob("*") if path.is_file()]
+    assert files and all(any(fnmatch.fnmatch(name, pattern) for pattern in shipped) for name in files)
+    assert all(path.parent == STATIC_DIR for path in STATIC_DIR.rglob("*"))  # static/* is one level deep

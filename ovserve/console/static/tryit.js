@@ -112,7 +112,7 @@ export class TryView {
       temperature: number("chat-temperature"),
       max_tokens: number("chat-max-tokens"),
       top_p: number("chat-top-p"),
-      ...(tools ? { tools } : {}),
+      ...(tools ? { tools, tool_choice: $("chat-tool-choice").value } : {}),
       stream: true,
     };
     for (const key of Object.keys(body)) if (body[key] === undefined) delete body[key];
