@@ -34,6 +34,7 @@ from ovserve.dialects.openai.batches.share import BatchShare
 from ovserve.dialects.openai.batches.store import BatchStore
 from ovserve.dialects.openai.chat.adapter import ChatEndpoint
 from ovserve.dialects.openai.completions.adapter import CompletionEndpoint
+from ovserve.dialects.openai.files.records import shared_database
 from ovserve.dialects.openai.files.store import FileStore, files_directory
 from ovserve.dialects.openai.images.adapter import ImagesEndpoint
 from ovserve.dialects.openai.load import LoadModelEndpoint
@@ -195,6 +196,8 @@ def create_app(
         files_directory(settings.files_dir, settings.responses_store),
         max_bytes=int(settings.max_file_mb * 1024 * 1024),
         max_lines=settings.max_file_lines,
+        database=shared_database(settings.files_dir, settings.responses_store),
+        password_file=settings.responses_store_password_file,
     )
     app[keys.FILES] = files
     share = BatchShare(
@@ -203,7 +206,7 @@ def create_app(
         shared=settings.batch_concurrency_shared,
         hold=settings.batch_share_hold,
     )
-    app[keys.BATCHES] = BatchRunner(BatchStore(files), share, models, line_answerer(app), metrics=metrics)
+    app[keys.BATCHES] = BatchRunner(BatchStore(files), share, models, line_answerer(app), metrics=metrics, name=replica)
     app[keys.MESSAGES] = MessagesEndpoint(chat)
     app[keys.COUNT_TOKENS] = CountTokensEndpoint(models, app[keys.MESSAGES])
     app[keys.LOOP_LAG] = LoopLagMonitor(clock=clock)

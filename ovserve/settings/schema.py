@@ -168,14 +168,16 @@ class ServerSettings(BaseModel):
         min_length=1,
         description="this replica's name behind a router; with a store of its own (memory or a file), the ids of "
         "the responses it stores carry a hash of it, so another replica answers their GET or previous_response_id "
-        "with a 404 that names where they are; default: the host name and the port",
+        "with a 404 that names where they are; it also holds the leases of the batches it runs (replicas sharing "
+        "batches need distinct names); default: the host name and the port",
     )
     # -- the Files and Batch APIs (ovserve.dialects.openai.files, ovserve.dialects.openai.batches) ----
     files_dir: Path | None = Field(
         default=None,
         description="where /v1/files keeps uploads and batch results, with their metadata and the batches "
-        "(SQLite); default: 'ovserve-files' next to a --responses_store file, else a temporary directory "
-        "removed at exit (files and batches are then lost on restart)",
+        "(SQLite; with a PostgreSQL --responses_store, the metadata and batches go to that database, shared by "
+        "the replicas that share this directory); default: 'ovserve-files' next to a --responses_store file, else "
+        "a temporary directory removed at exit (files and batches are then lost on restart)",
     )
     max_file_mb: float = Field(default=200.0, gt=0, description="largest file /v1/files accepts (MB); 413 beyond")
     max_file_lines: int = Field(

@@ -1,20 +1,27 @@
 """The batch runner over a real files store and a stand-in answerer: a batch resumes after a stop
 without answering a line twice or losing one, expires past its window, and fails validation
-without running anything."""
+without running anything. Every test runs on both metadata backends (``database``: SQLite in the
+files directory, and a new database on a real PostgreSQL server), and so do the replicas' tests:
+two runners sharing the database and the files directory never answer a line twice, and one takes
+over the batches of another that died."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import shutil
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
+from ovserve.dialects.openai import postgres as shared_postgres
+from ovserve.dialects.openai.batches.lines import recorded_ids
 from ovserve.dialects.openai.batches.objects import Batch, CreateBatchRequest
-from ovserve.dialects.openai.batches.runner import OUTPUT, BatchRunner
+from ovserve.dialects.openai.batches.runner import LEASE_S, OUTPUT, BatchRunner
 from ovserve.dialects.openai.batches.share import BatchShare
 from ovserve.dialects.openai.batches.store import BatchStore
 from ovserve.dialects.openai.files.objects import ListQuery
@@ -23,6 +30,7 @@ from ovserve.errors import ModelNotFoundError, ServiceUnavailableError
 from ovserve.json_types import JsonObject
 from ovserve.models.admission import Admission
 from tests.fast.harness import eventually
+from tests.postgres import PostgresServer, _free_port
 from tests.unit.test_batch_share import _Models
 
 OWNER = "owner-digest"
@@ -47,20 +55,61 @@ class Answers:
         return 200, {"echo": tag}
 
 
+OpenFiles = Callable[[], Awaitable[FileStore]]
+
+
+@pytest.fixture(scope="module")
+def postgres_database(postgres: PostgresServer) -> str:
+    """One database for the module's PostgreSQL tests (made once: a CREATE DATABASE takes 0.5 s)."""
+    return postgres.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest) -> str | None:
+    """Where the metadata is: None (SQLite in the files directory), or the module's PostgreSQL
+    database, emptied (a claim sees every batch in it)."""
+    if request.param == "sqlite":
+        return None
+    url: str = request.getfixturevalue("postgres_database")
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("DROP TABLE IF EXISTS ovserve_files, ovserve_batches, ovserve_files_schema_version")
+    return url
+
+
 @pytest.fixture
-async def files(tmp_path: Path) -> AsyncIterator[FileStore]:
-    store = FileStore(tmp_path / "files", max_bytes=1 << 20, max_lines=1000)
-    await store.start()
-    yield store
-    await store.aclose()
+async def open_files(tmp_path: Path, database: str | None) -> AsyncIterator[OpenFiles]:
+    """Opens a files store on the test's directory and database (each call a new one: a restart,
+    or another replica sharing both); all closed after the test."""
+    opened: list[FileStore] = []
+
+    async def open_store() -> FileStore:
+        store = FileStore(tmp_path / "files", max_bytes=1 << 20, max_lines=1000, database=database)
+        await store.start()
+        opened.append(store)
+        return store
+
+    yield open_store
+    for store in reversed(opened):
+        await store.aclose()
+
+
+@pytest.fixture
+async def files(open_files: OpenFiles) -> FileStore:
+    return await open_files()
 
 
 def runner(
-    files: FileStore, answers: Answers, *, now: Callable[[], float] | None = None, alone: int = 2
+    files: FileStore,
+    answers: Answers,
+    *,
+    now: Callable[[], float] | None = None,
+    alone: int = 2,
+    name: str = "replica-a",
 ) -> BatchRunner:
     share = BatchShare(_Models(Admission("m", max_waiting=4)), alone=alone, shared=1)  # type: ignore[arg-type]
     extra: dict[str, Any] = {"now": now} if now is not None else {}
-    return BatchRunner(BatchStore(files), share, _Models(Admission("m", 4)), answers, **extra)  # type: ignore[arg-type]
+    models = _Models(Admission("m", 4))
+    return BatchRunner(BatchStore(files), share, models, answers, name=name, **extra)  # type: ignore[arg-type]
 
 
 async def upload(files: FileStore, ids: list[str], *, model: str = "m") -> str:
@@ -99,7 +148,8 @@ def create(file_id: str) -> CreateBatchRequest:
     return CreateBatchRequest(input_file_id=file_id, endpoint=CHAT, completion_window="24h")
 
 
-async def test_a_stopped_batch_resumes_without_answering_a_line_twice(files: FileStore) -> None:
+async def test_a_restarted_server_resumes_a_batch_without_answering_a_line_twice(open_files: OpenFiles) -> None:
+    files = await open_files()
     ids = [f"line-{n}" for n in range(10)]
     file_id = await upload(files, ids)
     first = Answers(held={"line-4", "line-5"})
@@ -110,17 +160,22 @@ async def test_a_stopped_batch_resumes_without_answering_a_line_twice(files: Fil
     await eventually(lambda: len(first.seen) == 6)
     work = batches.store.work_dir(batch.id)
     await batches.aclose()
+    await files.aclose()
     with (work / OUTPUT).open("a") as output:
         output.write('{"id": "batch_req_cut", "custom_id": "line-')  # a crash in the middle of a write
 
+    reopened = await open_files()  # the restart: new store objects on the same database and directory
+    stored = await BatchStore(reopened).get(batch.id, owner=OWNER)
+    assert stored.status == "in_progress" and stored.request_counts.completed == 4
+    assert recorded_ids(work / OUTPUT) == {f"line-{n}" for n in range(4)}  # its done lines
     second = Answers()
-    resumed = runner(files, second)
+    resumed = runner(reopened, second)
     await resumed.start()
     done = await finished(resumed, batch.id)
     await resumed.aclose()
     assert done.status == "completed"
     assert sorted(second.seen) == [f"line-{n}" for n in range(4, 10)]  # nothing answered twice
-    lines = await content(files, done.output_file_id)
+    lines = await content(reopened, done.output_file_id)
     assert sorted(line["custom_id"] for line in lines) == sorted(ids)  # each exactly once
     assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (10, 10, 0)
     assert done.error_file_id is None and not work.exists()
@@ -247,3 +302,100 @@ async def test_a_running_batch_shrinks_to_its_shared_slots_while_an_interactive_
     done = await finished(batches, batch.id)
     await batches.aclose()
     assert done.status == "completed" and done.request_counts.completed == 8
+
+
+# -- replicas sharing the database and the files directory ------------------------------------
+# PostgreSQL only: SQLite records are one server's own (at start it takes every batch in them).
+replicas = pytest.mark.parametrize("database", ["postgresql"], indirect=True)
+
+
+@replicas
+async def test_two_runners_never_answer_the_same_line(open_files: OpenFiles) -> None:
+    files = await open_files()
+    ids = {name: [f"{name}-{n}" for n in range(6)] for name in ("x", "y", "z")}
+    # Three batches left with work by a server that stopped before running any line.
+    stopped = runner(files, Answers(held={line for lines in ids.values() for line in lines}))
+    await stopped.start()
+    created = [await stopped.create(create(await upload(files, lines)), owner=OWNER) for lines in ids.values()]
+    await stopped.aclose()
+    # Two replicas start at once and both look for batches to run.
+    answers_a, answers_b = Answers(), Answers()
+    a = runner(files, answers_a, name="replica-a")
+    b = runner(await open_files(), answers_b, name="replica-b")
+    await asyncio.gather(a.start(), b.start())
+    await asyncio.gather(a.tend(), b.tend())
+    done = [await finished(a, batch.id) for batch in created]
+    await asyncio.gather(a.aclose(), b.aclose())
+    assert [batch.status for batch in done] == ["completed"] * 3
+    answered = answers_a.seen + answers_b.seen
+    assert sorted(answered) == sorted(line for lines in ids.values() for line in lines)  # each line once
+    for batch in done:
+        lines = await content(files, batch.output_file_id)
+        assert len(lines) == len({line["custom_id"] for line in lines}) == 6
+
+
+@replicas
+async def test_a_runner_takes_over_the_batch_of_one_that_stopped_renewing(open_files: OpenFiles) -> None:
+    files = await open_files()
+    ids = [f"line-{n}" for n in range(8)]
+    stalled = Answers(held={"line-2", "line-3"})
+    a = runner(files, stalled, name="replica-a")
+    await a.start()
+    batch = await a.create(create(await upload(files, ids)), owner=OWNER)
+    await eventually(lambda: len(stalled.seen) == 4)  # 0 and 1 recorded; 2 and 3 stuck in its engine
+    # Replica a stops renewing (it hangs); its lease runs out on replica b's clock.
+    later = time.time() + LEASE_S + 1
+    answers_b = Answers()
+    b = runner(await open_files(), answers_b, name="replica-b", now=lambda: later)
+    await b.start()
+    done = await finished(b, batch.id)
+    assert done.status == "completed"
+    assert sorted(answers_b.seen) == [f"line-{n}" for n in range(2, 8)]  # not 0 and 1: they were recorded
+    stalled.release.set()  # a wakes up: its lease is b's now, so it records nothing
+    await eventually(lambda: batch.id not in a.running())
+    await asyncio.gather(a.aclose(), b.aclose())
+    lines = await content(files, done.output_file_id)
+    assert sorted(line["custom_id"] for line in lines) == ids  # each exactly once
+    assert (await BatchStore(files).get(batch.id, owner=OWNER)).status == "completed"
+
+
+@replicas
+async def test_a_cancel_asked_of_another_replica_stops_the_batch_where_it_runs(open_files: OpenFiles) -> None:
+    files = await open_files()
+    answers = Answers(held={"c", "d"})
+    a = runner(files, answers, name="replica-a")
+    b = runner(await open_files(), Answers(), name="replica-b")
+    await a.start()
+    await b.start()
+    batch = await a.create(create(await upload(files, ["a", "b", "c", "d", "e"])), owner=OWNER)
+    await eventually(lambda: {"c", "d"} <= set(answers.seen))
+    cancelling = await b.cancel(batch.id, owner=OWNER)
+    assert cancelling.status == "cancelling" and cancelling.cancelling_at is not None
+    assert (await b.get(batch.id, owner=OWNER)).status == "cancelling"  # as every replica reads it
+    await a.tend()  # replica a's next renewal carries the cancel out
+    done = await finished(b, batch.id)
+    await asyncio.gather(a.aclose(), b.aclose())
+    assert done.status == "cancelled"
+    assert sorted(line["custom_id"] for line in await content(files, done.output_file_id)) == ["a", "b"]
+    assert "e" not in answers.seen
+
+
+async def test_a_database_that_is_down_is_a_503_and_the_server_starts_anyway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared_postgres, "POOL_TIMEOUT_S", 0.3)  # the same bounded wait as the default 5 s, shorter
+    down = f"postgresql://postgres:secret@127.0.0.1:{_free_port()}/postgres"  # nobody listens there
+    files = FileStore(tmp_path / "files", max_bytes=1 << 20, max_lines=1000, database=down)
+    await files.start()
+    batches = runner(files, Answers())
+    await batches.start()  # nothing to resume yet: retried at the next renewal
+    upload = files.upload(OWNER, "input.jsonl")
+    await upload.write(b'{"custom_id": "a"}\n')
+    with pytest.raises(ServiceUnavailableError) as refused:
+        await upload.finish("batch")
+    assert refused.value.status == 503 and refused.value.code == "files_store_unavailable"
+    assert list(files.data.iterdir()) == []  # not recorded: its bytes are gone too
+    with pytest.raises(ServiceUnavailableError):
+        await batches.get("batch_1", owner=OWNER)
+    await batches.aclose()
+    await files.aclose()

@@ -19,6 +19,17 @@ Durability: the Batch object is written to the store at every change; on start, 
 work left is resumed (:meth:`BatchRunner.start`), skipping the ``custom_id`` its output and error
 files already hold, so no line is answered twice and none is lost. A server that stops (SIGTERM,
 drain) cancels the lines in flight without recording them: they run again after the restart.
+
+Replicas: a batch runs on one runner at a time, the one holding its lease in the store (``name``,
+the replica's name; :data:`LEASE_S`). The runner renews its leases every :data:`RENEW_S` and, in
+the same pass (:meth:`BatchRunner.tend`), takes over the batches whose lease ran out (a replica
+that died) and reads the cancels asked of other replicas. Every write of a running batch is fenced
+by its lease, and is made *before* the line's result is written to the output: a runner that lost
+its lease (it stalled longer than :data:`LEASE_S`) learns it there and stops without writing, so a
+line another runner has since taken over is not answered twice. A server that stops gives its
+leases back, so another replica takes its batches at once; a restarted one with the same name
+takes its own back at start, without waiting for the lease to run out. Leases compare Unix times
+of different replicas: their clocks must agree within a few seconds (NTP).
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import shutil
 import time
 import uuid
@@ -58,6 +70,8 @@ log = logging.getLogger(__name__)
 Answerer = Callable[[str, JsonObject, str], Awaitable[tuple[int, JsonObject]]]
 
 OUTPUT, ERRORS = "output.jsonl", "errors.jsonl"
+LEASE_S = 30.0  # how long a batch stays with a runner that stopped renewing (a dead replica)
+RENEW_S = 10.0  # how often a runner renews its leases and looks for batches to take over
 
 
 class BatchMetrics(Protocol):
@@ -89,6 +103,8 @@ class _Run:
         self.cancelled = False
         self.in_flight: set[asyncio.Task[None]] = set()
         self.task: asyncio.Task[None] | None = None
+        self.lost = False  # another runner holds the lease now: stop, write nothing more
+        self.answering: set[asyncio.Task[None]] = set()  # lines in flight not yet recording their result
 
     def count(self, *, completed: int = 0, failed: int = 0) -> None:
         counts = self.batch.request_counts
@@ -114,6 +130,7 @@ class BatchRunner:
         *,
         metrics: BatchMetrics | None = None,
         now: Callable[[], float] = time.time,
+        name: str = "ovserve",
     ) -> None:
         self.store = store
         self.files: FileStore = store.files
@@ -122,7 +139,10 @@ class BatchRunner:
         self.answer = answer
         self.now = now
         self.metrics: BatchMetrics = metrics if metrics is not None else _NoMetrics()
+        self.name = name
         self._runs: dict[str, _Run] = {}
+        self._tending: asyncio.Task[None] | None = None
+        self._resumed = False  # this runner's own batches from before a restart were taken back
 
     def _time(self) -> int:
         return int(self.now())
@@ -130,11 +150,69 @@ class BatchRunner:
     # -- the API's side ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Resume every batch with work left (after a restart, or a crash)."""
-        await self.store.start()
-        for owner, batch in await self.store.unfinished():
-            log.info("batch %s: resuming (%s)", batch.id, batch.status)
-            self._launch(batch, owner)
+        """Resume every batch with work left and no other runner (after a restart, or a crash),
+        then tend the leases every :data:`RENEW_S`."""
+        try:
+            await self._claim()
+        except OvserveError as exc:  # the database is down: the server starts, the next pass resumes
+            log.warning("batches: cannot resume now (%s); retrying every %g s", exc, RENEW_S)
+        self._tending = asyncio.create_task(self._tend_forever(), name="batch-leases")
+
+    async def _claim(self) -> None:
+        """Take the batches whose lease is free or ran out (and, until that has worked once, this
+        runner's own from before a restart) and run them."""
+        now = self.now()
+        mine = not self._resumed
+        # Records of this server's own (SQLite): at start every lease in them is stale, whatever
+        # name held it (a restart on another port has another default name).
+        stale = now if self.files.records.shared or not mine else math.inf
+        for owner, batch in await self.store.claim(runner=self.name, now=stale, until=now + LEASE_S, mine=mine):
+            if batch.id not in self._runs:
+                log.info("batch %s: %s (%s)", batch.id, "resuming" if mine else "taken over", batch.status)
+                self._launch(batch, owner)
+        self._resumed = True
+
+    async def _tend_forever(self) -> None:
+        while True:
+            await asyncio.sleep(RENEW_S)
+            try:
+                await self.tend()
+            except OvserveError as exc:  # the store is down: the leases are renewed at the next pass
+                log.warning("batches: cannot renew leases now (%s)", exc)
+            except Exception:  # a bug: logged, and the leases are still tended
+                log.exception("batches: tending the leases failed")
+
+    async def tend(self) -> None:
+        """Renew this runner's leases (a batch whose lease another runner took stops here), carry
+        out the cancels asked of other replicas, and take the batches whose lease ran out."""
+        now = self.now()
+        ids = list(self._runs)
+        held = await self.store.renew(ids, runner=self.name, until=now + LEASE_S)
+        for batch_id in ids:
+            run = self._runs.get(batch_id)
+            if run is None:
+                continue
+            if batch_id not in held:
+                log.warning("batch %s: another runner holds it now; stopped here", batch_id)
+                self._lose(run)
+            elif (cancel_at := held[batch_id]) is not None and not run.cancelled:
+                with contextlib.suppress(_LeaseLost):
+                    await self._cancel_run(run, cancel_at)
+        await self._claim()
+
+    def _lose(self, run: _Run) -> None:
+        run.lost = True
+        if run.task is not None:
+            run.task.cancel()
+
+    async def _save(self, run: _Run) -> None:
+        """Write the run's batch, fenced by its lease (extended); a lost lease stops the run
+        (:class:`_LeaseLost`)."""
+        if run.lost or not await self.store.put(run.batch, runner=self.name, until=self.now() + LEASE_S):
+            if not run.lost:
+                log.warning("batch %s: another runner holds it now; stopped here", run.batch.id)
+            self._lose(run)
+            raise _LeaseLost(run.batch.id)
 
     async def create(self, request: CreateBatchRequest, *, owner: str) -> Batch:
         """A new batch on one of ``owner``'s files (404 if unknown, 400 if not for ``batch``)."""
@@ -156,46 +234,76 @@ class BatchRunner:
             request_counts=RequestCounts(total=0, completed=0, failed=0),
             metadata=request.metadata,
         )
-        await self.store.put(batch, owner=owner)
+        await self.store.add(batch, owner=owner, runner=self.name, until=self.now() + LEASE_S)
         return self._launch(batch, owner).batch
 
     async def get(self, batch_id: str, *, owner: str) -> Batch:
-        return self.current(await self.store.get(batch_id, owner=owner))
+        stored = await self.store.get(batch_id, owner=owner)
+        run = self._runs.get(batch_id)
+        if run is not None and stored.status == "cancelling" and not run.cancelled:
+            with contextlib.suppress(_LeaseLost):  # asked of another replica
+                await self._cancel_run(run, stored.cancelling_at or self._time())
+        return self.current(stored)
 
     def current(self, stored: Batch) -> Batch:
         """``stored`` as it is now: a running batch's live counts and status."""
         run = self._runs.get(stored.id)
         return run.batch if run is not None else stored
 
+    def running(self) -> set[str]:
+        """The ids of the batches this runner runs now."""
+        return set(self._runs)
+
     async def cancel(self, batch_id: str, *, owner: str) -> Batch:
         """Stop a batch: ``cancelling`` at once, ``cancelled`` once its lines in flight stopped
-        (their results so far are kept); 409 for a batch already finished."""
+        (their results so far are kept); 409 for a batch already finished. A batch this runner
+        does not run is cancelled by the one that does, at its next renewal (or by the one that
+        takes it over)."""
         batch = await self.get(batch_id, owner=owner)
-        run = self._runs.get(batch_id)
-        if batch.status in FINISHED or run is None:
+        if batch.status not in FINISHED:
+            run = self._runs.get(batch_id)
+            try:
+                if run is None:
+                    raise _LeaseLost(batch_id)
+                if not run.cancelled:
+                    await self._cancel_run(run, self._time())
+                batch = run.batch
+            except _LeaseLost:  # another runner runs it: it cancels it when it next renews its lease
+                batch = await self.store.request_cancel(batch_id, owner=owner, at=self._time())
+        if batch.status in FINISHED:
             raise ConflictError(
                 f"the batch {batch_id} is {batch.status}: it cannot be cancelled", code="batch_finished"
             )
-        if not run.cancelled:
-            run.cancelled = True
-            run.update(status="cancelling", cancelling_at=self._time())
-            await self.store.put(run.batch, owner=owner)
-            for task in run.in_flight:
-                task.cancel()
-        return run.batch
+        return batch
+
+    async def _cancel_run(self, run: _Run, at: int) -> None:
+        run.cancelled = True
+        run.update(status="cancelling", cancelling_at=at)
+        for task in run.answering:  # not those recording their result: it is kept
+            task.cancel()
+        await self._save(run)
 
     async def aclose(self) -> None:
-        """Stop running; a batch's state stays as it is, for the next start to resume."""
+        """Stop running, and give the leases back; a batch's state stays as it is, for the next
+        start (or another replica) to resume."""
+        if self._tending is not None:
+            self._tending.cancel()
+            await asyncio.gather(self._tending, return_exceptions=True)
+        ids = list(self._runs)
         tasks = [run.task for run in self._runs.values() if run.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            await self.store.release(ids, runner=self.name)
+        except OvserveError as exc:  # the leases then run out by themselves
+            log.warning("batches: cannot give the leases back (%s)", exc)
 
     # -- running a batch --------------------------------------------------------------------
 
     def _launch(self, batch: Batch, owner: str) -> _Run:
         run = _Run(batch, owner, self.store.work_dir(batch.id))
-        run.cancelled = batch.status == "cancelling"
+        run.cancelled = batch.status == "cancelling"  # also a cancel asked while no runner held it
         self._runs[batch.id] = run
         run.task = asyncio.create_task(self._run(run), name=f"batch-{batch.id}")
         return run
@@ -208,14 +316,16 @@ class BatchRunner:
                 await self._execute(run)
             if run.batch.status in ("finalizing", "cancelling"):
                 await self._finalize(run)
+        except _LeaseLost:
+            pass  # another runner has the batch now: its state is that runner's to write
         except asyncio.CancelledError:
-            raise  # the server stops: the batch resumes at the next start
+            raise  # the server stops, or the lease is lost: the batch resumes where it is
         except Exception as exc:  # a fault of the disk or a bug: the batch fails, the server goes on
             log.exception("batch %s failed", run.batch.id)
             error = BatchError(code="internal_error", message=f"the batch failed on the server: {type(exc).__name__}")
             run.update(status="failed", failed_at=self._time(), errors=BatchErrors(data=[error]))
             with contextlib.suppress(Exception):
-                await self.store.put(run.batch, owner=run.owner)
+                await self._save(run)
         finally:
             self._runs.pop(run.batch.id, None)
 
@@ -240,7 +350,7 @@ class BatchRunner:
             run.update(status="failed", failed_at=self._time(), errors=errors, request_counts=counts)
         else:
             run.update(status="in_progress", in_progress_at=self._time(), model=checked.model, request_counts=counts)
-        await self.store.put(run.batch, owner=run.owner)
+        await self._save(run)
 
     def _served(self, model: str) -> bool:
         try:
@@ -287,7 +397,7 @@ class BatchRunner:
                 run.update(expired_at=self._time())
         if not run.cancelled:
             run.update(status="finalizing", finalizing_at=self._time())
-        await self.store.put(run.batch, owner=run.owner)
+        await self._save(run)
 
     async def _launch_lines(
         self, run: _Run, model: str, path: Path, done: set[str], output: IO[str], errors: IO[str]
@@ -318,24 +428,38 @@ class BatchRunner:
     async def _line(
         self, run: _Run, model: str, slot: ModelShare, line: InputLine, output: IO[str], errors: IO[str]
     ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
         try:
-            status, body = await self.answer(run.batch.endpoint, line.body, run.owner)
-            delay = _RETRY_S
-            while status == 503 and self.now() < (run.batch.expires_at or float("inf")):
-                # The model is loading (a restart resumes batches before its engine is up), restarting
-                # or draining: a batch waits for it instead of failing the line.
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX_S)
+            run.answering.add(task)
+            try:
                 status, body = await self.answer(run.batch.endpoint, line.body, run.owner)
+                delay = _RETRY_S
+                while status == 503 and self.now() < (run.batch.expires_at or float("inf")):
+                    # The model is loading (a restart resumes batches before its engine is up),
+                    # restarting or draining: a batch waits for it instead of failing the line.
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, _RETRY_MAX_S)
+                    status, body = await self.answer(run.batch.endpoint, line.body, run.owner)
+            finally:
+                run.answering.discard(task)
             ok = 200 <= status < 300
+            run.count(completed=int(ok), failed=int(not ok))
+            try:
+                # Fenced by the lease, before the line is written: a runner that lost the batch to
+                # another one writes nothing more (the counts a crash leaves here are read again
+                # from the files at resume).
+                await self._save(run)
+            except _LeaseLost:
+                return
+            except OvserveError:  # the store is down (logged): the line is kept, the file is the progress
+                pass
             target = output if ok else errors
             target.write(lines.output_line(line.custom_id, status, body))
             target.flush()  # recorded before the slot goes back: a crash from here on keeps it
-            run.count(completed=int(ok), failed=int(not ok))
             self.metrics.batch_line(model, "completed" if ok else "failed")
         finally:
             self.share.release(slot)
-        await self.store.put(run.batch, owner=run.owner)
 
     async def _finalize(self, run: _Run) -> None:
         batch, work = run.batch, run.work
@@ -347,12 +471,12 @@ class BatchRunner:
                 if (work / name).exists() and (work / name).stat().st_size > 0:
                     ids[key] = new_file_id()
             run.update(**ids)
-            await self.store.put(run.batch, owner=run.owner)
+            await self._save(run)
         batch = run.batch
         for name, file_id in ((OUTPUT, batch.output_file_id), (ERRORS, batch.error_file_id)):
             if file_id is not None:
                 filename = f"{batch.id}_{name.removesuffix('.jsonl')}.jsonl"
-                await self.files.run(self.files.adopt, work / name, file_id, run.owner, filename, "batch_output")
+                await self.files.adopt(work / name, file_id, run.owner, filename, "batch_output")
         now = self._time()
         if batch.status == "cancelling":
             run.update(status="cancelled", cancelled_at=now)
@@ -360,9 +484,15 @@ class BatchRunner:
             run.update(status="expired")
         else:
             run.update(status="completed", completed_at=now)
-        await self.store.put(run.batch, owner=run.owner)
+        # The work directory holds nothing any more (its files moved): gone before the final
+        # status, so a batch that reads completed has left nothing behind.
         await asyncio.to_thread(shutil.rmtree, work, True)
+        await self._save(run)
         log.info("batch %s: %s (%s)", batch.id, run.batch.status, run.batch.request_counts.encode())
+
+
+class _LeaseLost(Exception):
+    """Another runner holds the batch's lease now: this one stops without writing."""
 
 
 # A batch request answered 503 (its model not ready) is tried again after these many seconds, doubling.

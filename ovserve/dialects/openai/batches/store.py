@@ -1,35 +1,27 @@
-"""Batches in SQLite, beside the files they read and write, owned per API key.
+"""Batches beside the files they read and write, owned per API key, leased to the runner that runs them.
 
-The batches live in the files store's database (``ovserve.dialects.openai.files.store``), one row
-per batch holding its Batch object as JSON, and run on its thread. A running batch's results are
-written to its work directory, ``<files directory>/batches/<batch id>/``: ``output.jsonl`` and
+The batches' rows live with the files' metadata (:mod:`~ovserve.dialects.openai.files.records`:
+SQLite in the files directory, or the PostgreSQL database replicas share), one row per batch
+holding its Batch object as JSON, its owner and its lease. A running batch's results are written
+to its work directory, ``<files directory>/batches/<batch id>/``: ``output.jsonl`` and
 ``errors.jsonl``, one line per finished request, appended (and flushed to the operating system)
-as each request finishes. That is the batch's progress: a server that restarts (after a crash, a
-SIGKILL) reads back which ``custom_id`` are done (``lines.recorded_ids``) and runs only the rest.
-At the end the two files become the batch's output and error files (``purpose: batch_output``).
+as each request finishes. That is the batch's progress: a runner that resumes it (the same server
+after a crash or a SIGKILL, or another replica once the lease ran out) reads back which
+``custom_id`` are done (``lines.recorded_ids``) and runs only the rest. At the end the two files
+become the batch's output and error files (``purpose: batch_output``). Replicas that share the
+database therefore share ``--files_dir`` too.
 
 Ownership: as the files': another key's batch reads, lists and cancels as an unknown one.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from pathlib import Path
 
-from ovserve.dialects.openai.batches.objects import UNFINISHED, Batch, ListQuery
+from ovserve.dialects.openai.batches.objects import Batch, ListQuery
 from ovserve.dialects.openai.files.store import FileStore
 from ovserve.errors import NotFoundError
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS batches (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT UNIQUE NOT NULL,
-    owner TEXT NOT NULL,
-    status TEXT NOT NULL,
-    batch TEXT NOT NULL  -- the Batch object, as GET returns it
-);
-CREATE INDEX IF NOT EXISTS batches_owner ON batches (owner, seq);
-"""
 
 
 def batch_not_found(batch_id: str) -> NotFoundError:
@@ -37,7 +29,8 @@ def batch_not_found(batch_id: str) -> NotFoundError:
 
 
 class BatchStore:
-    """Batch objects of every owner, in ``files``' database."""
+    """Batch objects of every owner, in ``files``' metadata (the calls are
+    :class:`~ovserve.dialects.openai.files.records.Records`' batch calls; a 404 for an unknown id)."""
 
     def __init__(self, files: FileStore) -> None:
         self.files = files
@@ -45,56 +38,35 @@ class BatchStore:
     def work_dir(self, batch_id: str) -> Path:
         return self.files.directory / "batches" / batch_id
 
-    async def start(self) -> None:
-        await self.files.run(lambda: self.files.db.executescript(_SCHEMA))
+    async def add(self, batch: Batch, *, owner: str, runner: str, until: float) -> None:
+        await self.files.records.add_batch(batch, owner=owner, runner=runner, until=until)
 
-    async def put(self, batch: Batch, *, owner: str) -> None:
-        """Write ``batch`` (new or changed)."""
-        text = batch.encode()
-
-        def put() -> None:
-            self.files.db.execute(
-                "INSERT INTO batches (id, owner, status, batch) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, batch = excluded.batch",
-                (batch.id, owner, batch.status, text),
-            )
-
-        await self.files.run(put)
+    async def put(self, batch: Batch, *, runner: str, until: float) -> bool:
+        """Write ``batch`` if ``runner`` still holds its lease (extended to ``until``); False if not."""
+        return await self.files.records.put_batch(batch, runner=runner, until=until)
 
     async def get(self, batch_id: str, *, owner: str) -> Batch:
         """``owner``'s batch, or a 404 (unknown or another owner's)."""
-
-        def get() -> str | None:
-            row = self.files.db.execute(
-                "SELECT batch FROM batches WHERE id = ? AND owner = ?", (batch_id, owner)
-            ).fetchone()
-            return None if row is None else str(row[0])
-
-        text = await self.files.run(get)
-        if text is None:
+        found = await self.files.records.batch(batch_id, owner=owner)
+        if found is None:
             raise batch_not_found(batch_id)
-        return Batch.model_validate_json(text)
+        return found
 
     async def page(self, query: ListQuery, *, owner: str) -> tuple[list[Batch], bool]:
         """``owner``'s batches, newest first, a page after ``query.after``; whether more follow."""
+        return await self.files.records.batches(query, owner=owner)
 
-        def rows() -> list[str]:
-            where, args = "owner = ?", [owner]
-            if query.after is not None:
-                where += " AND seq < COALESCE((SELECT seq FROM batches WHERE id = ? AND owner = ?), -1)"
-                args += [query.after, owner]
-            sql = f"SELECT batch FROM batches WHERE {where} ORDER BY seq DESC LIMIT {query.limit + 1}"
-            return [str(row[0]) for row in self.files.db.execute(sql, args)]
+    async def claim(self, *, runner: str, now: float, until: float, mine: bool) -> list[tuple[str, Batch]]:
+        return await self.files.records.claim(runner=runner, now=now, until=until, mine=mine)
 
-        texts = await self.files.run(rows)
-        return [Batch.model_validate_json(text) for text in texts[: query.limit]], len(texts) > query.limit
+    async def renew(self, batch_ids: Sequence[str], *, runner: str, until: float) -> dict[str, int | None]:
+        return await self.files.records.renew(batch_ids, runner=runner, until=until)
 
-    async def unfinished(self) -> list[tuple[str, Batch]]:
-        """(owner, batch) of every batch with work left, oldest first: what a restart resumes."""
+    async def release(self, batch_ids: Sequence[str], *, runner: str) -> None:
+        await self.files.records.release(batch_ids, runner=runner)
 
-        def rows() -> list[tuple[str, str]]:
-            marks = ", ".join("?" for _ in UNFINISHED)
-            sql = f"SELECT owner, batch FROM batches WHERE status IN ({marks}) ORDER BY seq"
-            return [(str(owner), str(text)) for owner, text in self.files.db.execute(sql, UNFINISHED)]
-
-        return [(owner, Batch.model_validate(json.loads(text))) for owner, text in await self.files.run(rows)]
+    async def request_cancel(self, batch_id: str, *, owner: str, at: int) -> Batch:
+        found = await self.files.records.request_cancel(batch_id, owner=owner, at=at)
+        if found is None:
+            raise batch_not_found(batch_id)
+        return found

@@ -1,21 +1,24 @@
-"""Uploaded files on disk and their metadata in SQLite, owned per API key.
+"""Uploaded files on disk and their metadata, owned per API key.
 
-Layout: ``<directory>/files.sqlite3`` holds one row per file (its File object's fields and its
-owner); ``<directory>/data/<id>`` holds its bytes. An upload is written to ``data/<id>.part`` chunk
+Layout: ``<directory>/data/<id>`` holds a file's bytes; its File object's fields and its owner are
+:mod:`~ovserve.dialects.openai.files.records` (``<directory>/files.sqlite3`` by default, or the
+PostgreSQL database replicas share). An upload is written to ``data/<id>.part`` chunk
 by chunk as it arrives (:class:`Upload`), its size and line count checked after each chunk, and
 renamed into place and recorded only once complete: a refused or broken upload leaves nothing.
 A file is never held whole in memory, on the way in or out (``GET .../content`` streams it).
+Replicas that share the metadata must share the directory too (a shared volume): a file recorded
+by one is read by another from its own ``--files_dir``; one whose bytes are not there is a 503.
 
 Ownership: as the Responses store's (``ovserve.dialects.openai.responses.store``): each row has an
 ``owner``, the digest of the API key that uploaded it (``OPEN_OWNER`` without keys); another
 owner's file reads, lists and deletes as an unknown one.
 
-Faults: a disk or database fault (full, read-only, a removed file or directory) is a 503 with
-``Retry-After`` (:meth:`FileStore.run`), logged; what was not written is not recorded.
+Faults: a disk or database fault (full, read-only, a removed file or directory, a database down)
+is a 503 with ``Retry-After`` (:meth:`FileStore.run`, the records' own), logged; what was not
+written is not recorded.
 
-Threading: every statement and every disk write runs on one dedicated thread, so the event loop
-never waits on the disk. The database is opened in WAL mode with ``synchronous=NORMAL``: durable
-across a process crash, which is what a restarted server needs to find its batches' files.
+Threading: every disk write (and every SQLite statement) runs on one dedicated thread, so the
+event loop never waits on the disk.
 """
 
 from __future__ import annotations
@@ -35,25 +38,12 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from ovserve.dialects.openai.files.objects import FileObject, ListQuery, Purpose
-from ovserve.errors import BadRequestError, NotFoundError, PayloadTooLargeError, ServiceUnavailableError
+from ovserve.dialects.openai.files.records import Records, SqliteRecords, unavailable
+from ovserve.errors import BadRequestError, NotFoundError, PayloadTooLargeError
 from ovserve.models.threads import started_thread
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS files (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- the list's order (created_at has whole seconds)
-    id TEXT UNIQUE NOT NULL,
-    owner TEXT NOT NULL,
-    bytes INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    filename TEXT NOT NULL,
-    purpose TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS files_owner ON files (owner, seq);
-"""
-_COLUMNS = "id, bytes, created_at, filename, purpose"
 
 
 def files_directory(files_dir: Path | None, responses_store: str) -> Path | None:
@@ -73,11 +63,6 @@ def new_file_id() -> str:
 def file_not_found(file_id: str) -> NotFoundError:
     """Unknown and another key's file answer alike: ids do not leak across keys."""
     return NotFoundError(f"No such File object: {file_id}", param="file_id", code="file_not_found")
-
-
-def _file_object(row: tuple[Any, ...]) -> FileObject:
-    file_id, size, created_at, filename, purpose = row
-    return FileObject(id=file_id, object="file", bytes=size, created_at=created_at, filename=filename, purpose=purpose)
 
 
 class Upload:
@@ -128,12 +113,16 @@ class Upload:
         if self.bytes == 0:
             await self.abort()
             raise BadRequestError("the file is empty", param="file", code="empty_file")
-        return await self._store.run(self._finish, purpose)
+        await self._store.run(self._finish)
+        try:
+            return await self._store.record(self.id, self.owner, self.bytes, self.filename, purpose)
+        except BaseException:  # not recorded: its bytes go too
+            await asyncio.shield(self._store.run((self._store.data / self.id).unlink, True))
+            raise
 
-    def _finish(self, purpose: Purpose) -> FileObject:
+    def _finish(self) -> None:
         self._close()
         self._part.rename(self._store.data / self.id)
-        return self._store.record(self.id, self.owner, self.bytes, self.filename, purpose)
 
     async def abort(self) -> None:
         await self._store.run(self._abort)
@@ -152,41 +141,54 @@ class Upload:
 
 class FileStore:
     """Files under ``directory``, created at :meth:`start`; None: a temporary directory of the
-    server's own (no ``--files_dir`` and no Responses store file), removed at :meth:`aclose`."""
+    server's own (no ``--files_dir`` and no Responses store file), removed at :meth:`aclose`.
+    ``database``: a PostgreSQL URL for the metadata (:func:`~ovserve.dialects.openai.files.records.shared_database`),
+    None for SQLite in the directory; ``password_file`` as ``--responses_store_password_file``."""
 
-    def __init__(self, directory: Path | None, *, max_bytes: int, max_lines: int) -> None:
+    def __init__(
+        self,
+        directory: Path | None,
+        *,
+        max_bytes: int,
+        max_lines: int,
+        database: str | None = None,
+        password_file: Path | None = None,
+    ) -> None:
         self.temporary = directory is None
         self.directory = directory if directory is not None else Path()
         self.max_bytes = max_bytes
         self.max_lines = max_lines
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
-        self._db: sqlite3.Connection | None = None
+        self._records: Records | None = None
+        if database is not None:  # the driver is an optional extra: imported for a PostgreSQL URL only
+            from ovserve.dialects.openai.files.records_postgres import PostgresRecords
+
+            self._records = PostgresRecords(database, password_file=password_file)
 
     @property
     def data(self) -> Path:
         return self.directory / "data"
 
+    @property
+    def records(self) -> Records:
+        assert self._records is not None, "the files store is not started"
+        return self._records
+
     async def start(self) -> None:
-        """Make the directory and open the database (on the store's own thread)."""
+        """Make the directory and open the metadata (on the store's own thread)."""
         if self.temporary:
             self.directory = Path(tempfile.mkdtemp(prefix="ovserve-files-"))
         self._thread = started_thread("files-store")
         await self.run(self._open)
+        if self._records is None:
+            self._records = SqliteRecords(self.directory / "files.sqlite3", self.run)
+        await self._records.start()
+        log.info("files store: contents in %s, metadata in %s", self.directory, self._records.location)
 
     def _open(self) -> None:
         self.data.mkdir(parents=True, exist_ok=True)
         for stale in self.data.glob("*.part"):  # uploads a crash cut short
             stale.unlink(missing_ok=True)
-        db = sqlite3.connect(self.directory / "files.sqlite3", isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
-        self._db = db
-
-    @property
-    def db(self) -> sqlite3.Connection:
-        assert self._db is not None, "the files store is closed"
-        return self._db
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """``work(*args)`` on the store's thread. A fault of the disk or the database (full,
@@ -196,55 +198,23 @@ class FileStore:
             return await asyncio.get_running_loop().run_in_executor(self._thread, work, *args)
         except (OSError, sqlite3.OperationalError) as exc:
             log.warning("files store (%s): %s: %s", self.directory, type(exc).__name__, exc)
-            raise ServiceUnavailableError(
-                "the files store cannot be used now (a disk or database fault, logged on the server)",
-                code="files_store_unavailable",
-            ) from exc
+            raise unavailable() from exc
 
-    # -- on the store's thread --------------------------------------------------------------
-
-    def record(self, file_id: str, owner: str, size: int, filename: str, purpose: Purpose) -> FileObject:
-        created_at = int(time.time())
-        self.db.execute(
-            "INSERT INTO files (id, owner, bytes, created_at, filename, purpose) VALUES (?, ?, ?, ?, ?, ?)",
-            (file_id, owner, size, created_at, filename, purpose),
+    async def record(self, file_id: str, owner: str, size: int, filename: str, purpose: Purpose) -> FileObject:
+        """Record the file whose bytes are at ``data/<file_id>`` as ``owner``'s."""
+        file = FileObject(
+            id=file_id, object="file", bytes=size, created_at=int(time.time()), filename=filename, purpose=purpose
         )
-        return _file_object((file_id, size, created_at, filename, purpose))
+        await self.records.add_file(file, owner=owner)
+        return file
 
-    def adopt(self, path: Path, file_id: str, owner: str, filename: str, purpose: Purpose) -> None:
+    async def adopt(self, path: Path, file_id: str, owner: str, filename: str, purpose: Purpose) -> None:
         """Make the complete file at ``path`` (on the same file system) ``owner``'s file ``file_id``.
         Idempotent: a second call after a crash between the move and the row finishes the job."""
         target = self.data / file_id
-        if path.exists():
-            path.rename(target)
-        if self._get(file_id, owner) is None and target.exists():
-            self.record(file_id, owner, target.stat().st_size, filename, purpose)
-
-    def _get(self, file_id: str, owner: str) -> FileObject | None:
-        row = self.db.execute(f"SELECT {_COLUMNS} FROM files WHERE id = ? AND owner = ?", (file_id, owner)).fetchone()
-        return _file_object(row) if row is not None else None
-
-    def _list(self, owner: str, query: ListQuery) -> tuple[list[FileObject], bool]:
-        where, args = ["owner = ?"], [owner]
-        if query.purpose is not None:
-            where.append("purpose = ?")
-            args.append(query.purpose)
-        comparison = ">" if query.order == "asc" else "<"
-        if query.after is not None:
-            where.append(f"seq {comparison} COALESCE((SELECT seq FROM files WHERE id = ? AND owner = ?), -1)")
-            args += [query.after, owner]
-        sql = (
-            f"SELECT {_COLUMNS} FROM files WHERE {' AND '.join(where)}"
-            f" ORDER BY seq {query.order.upper()} LIMIT {query.limit + 1}"
-        )
-        rows = self.db.execute(sql, args).fetchall()
-        return [_file_object(row) for row in rows[: query.limit]], len(rows) > query.limit
-
-    def _delete(self, file_id: str, owner: str) -> bool:
-        deleted = self.db.execute("DELETE FROM files WHERE id = ? AND owner = ?", (file_id, owner)).rowcount > 0
-        if deleted:
-            (self.data / file_id).unlink(missing_ok=True)
-        return deleted
+        size = await self.run(_move, path, target)
+        if size is not None and await self.records.file(file_id, owner=owner) is None:
+            await self.record(file_id, owner, size, filename, purpose)
 
     # -- the event loop's side --------------------------------------------------------------
 
@@ -253,35 +223,47 @@ class FileStore:
 
     async def get(self, file_id: str, *, owner: str) -> FileObject:
         """``owner``'s file, or a 404 (unknown, deleted, or another owner's)."""
-        found = await self.run(self._get, file_id, owner)
+        found = await self.records.file(file_id, owner=owner)
         if found is None:
             raise file_not_found(file_id)
         return found
 
     async def path(self, file_id: str, *, owner: str) -> Path:
-        """Where ``owner``'s file's bytes are, or a 404."""
+        """Where ``owner``'s file's bytes are, or a 404; a 503 if they are not in this replica's
+        directory (replicas sharing the metadata without sharing ``--files_dir``)."""
         await self.get(file_id, owner=owner)
-        return self.data / file_id
+        path = self.data / file_id
+        if not await self.run(path.exists):
+            log.warning("files store: %s is recorded but %s does not exist (is --files_dir shared?)", file_id, path)
+            raise unavailable()
+        return path
 
     async def list(self, query: ListQuery, *, owner: str) -> tuple[list[FileObject], bool]:
         """``owner``'s files in ``query``'s order and page; whether more follow."""
-        return await self.run(self._list, owner, query)
+        return await self.records.files(query, owner=owner)
 
     async def delete(self, file_id: str, *, owner: str) -> None:
-        if not await self.run(self._delete, file_id, owner):
+        if not await self.records.delete_file(file_id, owner=owner):
             raise file_not_found(file_id)
+        await self.run((self.data / file_id).unlink, True)
 
     async def aclose(self) -> None:
         if self._thread is None:
             return
+        if self._records is not None:
+            with contextlib.suppress(Exception):  # closing: a fault now changes nothing
+                await self._records.aclose()
         await self.run(self._close)
         self._thread.shutdown()
         self._thread = None
 
     def _close(self) -> None:
-        db, self._db = self._db, None
-        if db is not None:
-            with contextlib.suppress(sqlite3.Error):
-                db.close()
         if self.temporary:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _move(path: Path, target: Path) -> int | None:
+    """Move ``path`` to ``target`` if it is still there; ``target``'s size, None if neither exists."""
+    if path.exists():
+        path.rename(target)
+    return target.stat().st_size if target.exists() else None

@@ -63,14 +63,14 @@ def check_store(location: str, password_file: Path | None = None) -> None:
             )
         return
     try:
-        from ovserve.dialects.openai.responses import store_postgres  # the optional extra
+        from ovserve.dialects.openai import postgres  # the optional extra
     except ImportError:
         raise StoreSettingError(
             "--responses_store: a PostgreSQL store needs its driver: pip install 'ovserve[postgres]'"
         ) from None
-    store_postgres.check_url(location)
+    postgres.check_url(location)
     if password_file is not None:
-        store_postgres.PasswordFile(password_file)
+        postgres.PasswordFile(password_file)
 
 
 def open_store(

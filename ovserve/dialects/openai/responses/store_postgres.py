@@ -9,21 +9,10 @@ transaction of the write that went past. The LRU clock is a database sequence, s
 for all replicas; writes take a transaction-scoped advisory lock, so two replicas' evictions never
 race past the bounds.
 
-Driver: psycopg 3 and its async pool (psycopg-pool). Chosen over asyncpg because it is the
-reference driver (libpq): the URL, ``PGPASSWORD``, ``PGPASSFILE`` (a password file), ``PGSSLMODE``
-and the service file all work as in ``psql``, and the pool has the bounded waits below built in.
-
-Secrets: a password may be in the URL, but ``--responses_store_password_file`` (a file holding just
-the password, as a Kubernetes secret is mounted; read for each new connection, so a rotated secret
-needs no restart), ``PGPASSWORD`` or a ``PGPASSFILE`` keep it out of the command line; the file wins
-over the URL, the URL over libpq's environment. :attr:`PostgresResponseStore.location`, every log
-line and every error show the URL without it; a URL libpq cannot parse is refused at start-up with
-a message that quotes none of it (libpq's own message may quote the password).
-
-Timeouts: a database that is down or unreachable must not hang a request. A call waits at most
-:data:`POOL_TIMEOUT_S` for a connection (libpq's ``connect_timeout`` bounds each attempt), each
-statement at most ``statement_timeout`` (both defaults unless the URL sets them), and the whole
-call :data:`CALL_TIMEOUT_S`; past any of them the call is a counted :class:`StoreFault`.
+Connections: :mod:`~ovserve.dialects.openai.postgres` (shared with the files' and batches'
+metadata): the driver (psycopg 3), the password kept out of the command line and the logs
+(``--responses_store_password_file``), the bounded waits (a call is a counted :class:`StoreFault`
+past any of them), the pool that heals when the database is back.
 
 Faults: the database down, restarting, unreachable, full or read-only (psycopg's
 ``OperationalError`` and its ``PoolTimeout``, a read-only transaction, a timeout) are counted in
@@ -50,13 +39,23 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import AsyncConnectionPool
 
 from ovserve.clock import SYSTEM_CLOCK, Clock
+from ovserve.dialects.openai.postgres import (
+    CALL_TIMEOUT_S,
+    POOL_TIMEOUT_S,
+    Connection,
+    PasswordFile,
+    Pool,
+    check_url,
+    is_fault,
+    migrate,
+    open_pool,
+    redacted,
+)
 from ovserve.dialects.openai.responses.store import StoredResponse
 from ovserve.dialects.openai.responses.store_common import (
     DELETE,
@@ -66,18 +65,12 @@ from ovserve.dialects.openai.responses.store_common import (
     PUT,
     FaultLog,
     StoreFault,
-    StoreSettingError,
     expiry_cutoff,
 )
 from ovserve.json_types import JsonObject
 
 log = logging.getLogger(__name__)
 
-POOL_TIMEOUT_S = 5.0  # longest wait for a pooled connection
-CONNECT_TIMEOUT_S = 3  # libpq's connect_timeout, per attempt (whole seconds)
-STATEMENT_TIMEOUT_MS = 5_000
-CALL_TIMEOUT_S = 15.0  # the whole call, whatever hangs (a network that drops packets)
-POOL_MAX = 8
 # pg_advisory_xact_lock keys: one for schema migration, one serialising writes (bounds).
 _MIGRATION_LOCK = 0x6F76_7365_0001
 _WRITE_LOCK = 0x6F76_7365_0002
@@ -123,83 +116,6 @@ ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, used = EXCLUDED.used, siz
     response = EXCLUDED.response, conversation = EXCLUDED.conversation, created = EXCLUDED.created"""
 
 T = TypeVar("T")
-Connection = psycopg.AsyncConnection[tuple[object, ...]]
-
-
-class SchemaTooNew(Exception):
-    """The database was migrated by a newer ovserve than this one."""
-
-
-def _is_fault(exc: BaseException) -> bool:
-    """The database or the way to it failed, as opposed to a mistake in a statement."""
-    faults = (psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.ReadOnlySqlTransaction)
-    return isinstance(exc, (*faults, OSError, TimeoutError, SchemaTooNew))
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password, for logs and :attr:`PostgresResponseStore.location`."""
-    try:
-        params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "postgresql://(an invalid URL)"
-    params.pop("password", None)
-    host, port, dbname = params.get("host", ""), params.get("port", ""), params.get("dbname", "")
-    user = f"{params['user']}@" if params.get("user") else ""
-    return f"postgresql://{user}{host}{':' + str(port) if port else ''}/{dbname}"
-
-
-def _conninfo(url: str) -> str:
-    """``url`` with the timeouts this store needs, unless the URL sets its own; StoreSettingError if
-    libpq cannot parse it (its message is not repeated: it may quote the password)."""
-    try:
-        params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        raise StoreSettingError(
-            "--responses_store: not a PostgreSQL URL libpq can read (postgresql://user@host:port/dbname?option=value; "
-            "percent-encode ':', '@', '/', '%' and spaces in the user name and password)"
-        ) from None
-    params.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
-    options = str(params.get("options", ""))
-    if "statement_timeout" not in options:
-        params["options"] = f"{options} -c statement_timeout={STATEMENT_TIMEOUT_MS}".strip()
-    params.setdefault("application_name", "ovserve")
-    return make_conninfo("", **params)
-
-
-def check_url(url: str) -> None:
-    """StoreSettingError if libpq cannot read ``url``."""
-    _conninfo(url)
-
-
-class PasswordFile:
-    """``--responses_store_password_file``: the password is the file's content, less its line end.
-
-    Read once when the store is made (a file that cannot be read, or is empty, is a
-    :class:`StoreSettingError`: the server does not start), then for each new connection, so a
-    rotated Kubernetes secret is used without a restart; a read that fails then is logged (never
-    the content) and the last password read is used."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            self._password = self._read()
-        except (OSError, UnicodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-            raise StoreSettingError(f"--responses_store_password_file: cannot read {path}: {reason}") from None
-        if not self._password:
-            raise StoreSettingError(f"--responses_store_password_file: {path} is empty")
-
-    def _read(self) -> str:
-        return self.path.read_text(encoding="utf-8").removesuffix("\n").removesuffix("\r")
-
-    def password(self) -> str:
-        try:
-            password = self._read()
-        except (OSError, UnicodeError) as exc:
-            log.warning("responses store: cannot read %s (%s); using the password read before", self.path, exc)
-            return self._password
-        self._password = password or self._password
-        return self._password
 
 
 class PostgresResponseStore:
@@ -223,10 +139,11 @@ class PostgresResponseStore:
         self.max_bytes = max_bytes
         self.max_age = max_age
         self.failures: dict[str, int] = dict.fromkeys(OPERATIONS, 0)
-        self._conninfo = _conninfo(url)
+        check_url(url)
+        self._url = url
         self._password_file = PasswordFile(password_file) if password_file is not None else None
         self._wall = clock.wall
-        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._pool: Pool | None = None
         self._migrated = False
         self._faults = FaultLog()
 
@@ -236,31 +153,12 @@ class PostgresResponseStore:
 
     # -- connections, faults and the schema ------------------------------------------------
 
-    async def _connection_pool(self) -> AsyncConnectionPool[Connection]:
+    async def _connection_pool(self) -> Pool:
         if self._pool is None:
-            # min_size 0: connections are made on demand (each wait bounded), so a database that is
-            # down at start costs nothing until a call needs it, and nothing retries in a loop.
-            self._pool = AsyncConnectionPool(
-                self._conninfo,
-                min_size=0,
-                max_size=POOL_MAX,
-                timeout=self.pool_timeout,
-                kwargs=self._connect_kwargs,
-                # A pooled connection is checked (one round trip) before each call: after the
-                # database restarts, the first call gets a new connection instead of a fault.
-                check=AsyncConnectionPool.check_connection,
-                name="ovserve-responses",
-                open=False,
+            self._pool = await open_pool(
+                self._url, name="ovserve-responses", timeout=self.pool_timeout, password_file=self._password_file
             )
-            await self._pool.open(wait=False)
         return self._pool
-
-    def _connect_kwargs(self) -> dict[str, Any]:
-        """A new connection's parameters beyond the URL (the pool asks for each one)."""
-        kwargs: dict[str, Any] = {"autocommit": True}
-        if self._password_file is not None:
-            kwargs["password"] = self._password_file.password()
-        return kwargs
 
     def _cutoff(self) -> float:
         return expiry_cutoff(self._wall(), self.max_age)
@@ -282,7 +180,7 @@ class PostgresResponseStore:
                         await self._migrate(db)
                     result = await work(db)
         except Exception as exc:
-            if not _is_fault(exc):
+            if not is_fault(exc):
                 raise
             self._fault(operation, exc)
             raise StoreFault(f"responses store: {operation} failed ({type(exc).__name__})") from exc
@@ -298,16 +196,14 @@ class PostgresResponseStore:
     async def _migrate(self, db: Connection) -> None:
         """Bring the database to :data:`SCHEMA_VERSION` (once per replica; replicas take turns)."""
         async with db.transaction():
-            await db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            await db.execute("CREATE TABLE IF NOT EXISTS ovserve_schema_version (version integer NOT NULL)")
-            row = await (await db.execute("SELECT max(version) FROM ovserve_schema_version")).fetchone()
-            version = int(str(row[0])) if row is not None and row[0] is not None else 0
-            if version > SCHEMA_VERSION:
-                raise SchemaTooNew(f"the database is at schema {version}; this server knows {SCHEMA_VERSION}")
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[step]:
-                    await db.execute(statement, {"now": self._wall()} if "%(now)s" in statement else None)
-                await db.execute("INSERT INTO ovserve_schema_version (version) VALUES (%s)", (step,))
+            reached = await migrate(
+                db,
+                version_table="ovserve_schema_version",
+                migrations=MIGRATIONS,
+                lock=_MIGRATION_LOCK,
+                params={"now": self._wall()},
+            )
+            for step in reached:
                 log.info("responses store: %s migrated to schema version %d", self.location, step)
             # A restart with smaller bounds, or a shorter age, applies them at once.
             await db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
@@ -360,7 +256,7 @@ class PostgresResponseStore:
                 mark = "UPDATE ovserve_responses SET used = nextval('ovserve_responses_clock') WHERE id = %s"
                 await db.execute(mark, (response_id,))
             except psycopg.Error as exc:  # the read stands; a read-only database still reads
-                if not _is_fault(exc):
+                if not is_fault(exc):
                     raise
                 self._fault(HOUSEKEEPING, exc)
             return StoredResponse(json.loads(str(row[0])), json.loads(str(row[1])))
