@@ -6,8 +6,11 @@ import { $, ago, bytes, el, status } from "./dom.js";
 
 function stateCell(ovserve) {
   const cell = el("td", {}, el("span", { class: `state state-${ovserve.state}`, text: ovserve.state }));
-  // load_stage: what a load is doing now ("reading", "compiling", ...), from servers that report it.
-  if (ovserve.load_stage) cell.append(" ", el("span", { class: "stage", text: `(${ovserve.load_stage})` }));
+  // load_stage: what a load is doing now ("starting", "compiling", "warming up"), and for how long.
+  if (ovserve.load_stage) {
+    const seconds = typeof ovserve.load_stage_seconds === "number" ? `, ${Math.round(ovserve.load_stage_seconds)} s` : "";
+    cell.append(" ", el("span", { class: "stage", text: `(${ovserve.load_stage}${seconds})` }));
+  }
   return cell;
 }
 
