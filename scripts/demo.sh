@@ -29,6 +29,8 @@ cat <<TXT
 ovserve is serving the demo models 'tiny-llm' and 'tiny-image' (random weights: the text is gibberish and the
 pictures are noise; the protocol is real).
 
+Open http://localhost:$PORT/ in a browser for the console: models, traffic, a chat and image playground, logs.
+
   curl http://localhost:$PORT/v3/chat/completions -H "Content-Type: application/json" \\
     -d '{"model": "tiny-llm", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 30}'
 
