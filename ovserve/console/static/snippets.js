@@ -80,11 +80,11 @@ answer.write_to_file("speech.${body.response_format}")
 
 export function imageSnippets(body) {
   const curl = `curl ${base()}/images/generations ${AUTH} \\\n  -H "Content-Type: application/json" \\\n  -d ${shellQuote(JSON.stringify(body))}`;
-  const { model, prompt, size, ...extra } = body;
+  const { model, prompt, size, response_format: format, ...extra } = body;
   const sdk = `import base64
 ${client()}
 answer = client.images.generate(model=${python(model)}, prompt=${python(prompt)}, size=${python(size)},
-                                extra_body=${python(extra, "                                ")})
+                                response_format=${python(format)}, extra_body=${python(extra, "                                ")})
 open("image.png", "wb").write(base64.b64decode(answer.data[0].b64_json))
 `;
   return { curl, sdk };
