@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install, build the offline demo models if absent, and serve tiny-llm and tiny-image on port ${PORT:-8000}.
+# Install, build the offline demo models if absent, and serve tiny-llm, tiny-image, tiny-whisper and
+# tiny-speecht5 on port ${PORT:-8000}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -14,8 +15,25 @@ cat > models/demo/tiny-llm/graph.pbtxt <<'PBTXT'
 node: { calculator: "HttpLLMCalculator"
   node_options: { [type.googleapis.com / mediapipe.LLMCalculatorOptions]: { models_path: "../../tiny-llm" enable_prefix_caching: true } } }
 PBTXT
+# The speech models through OVMS's speech graphs: transcription (S2t) and speech (T2s).
+mkdir -p models/demo/tiny-whisper models/demo/tiny-speecht5
+cat > models/demo/tiny-whisper/graph.pbtxt <<'PBTXT'
+input_stream: "HTTP_REQUEST_PAYLOAD:input"
+output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+node: { name: "S2tExecutor" calculator: "S2tCalculator"
+  input_stream: "HTTP_REQUEST_PAYLOAD:input" output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+  node_options: { [type.googleapis.com / mediapipe.S2tCalculatorOptions]: { models_path: "../../tiny-whisper" } } }
+PBTXT
+cat > models/demo/tiny-speecht5/graph.pbtxt <<'PBTXT'
+input_stream: "HTTP_REQUEST_PAYLOAD:input"
+output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+node: { name: "T2sExecutor" calculator: "T2sCalculator"
+  input_stream: "HTTP_REQUEST_PAYLOAD:input" output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+  node_options: { [type.googleapis.com / mediapipe.T2sCalculatorOptions]: { models_path: "../../tiny-speecht5" } } }
+PBTXT
 cat > models/demo/config.json <<'JSON'
-{"mediapipe_config_list": [{"name": "tiny-llm", "base_path": "tiny-llm"}, {"name": "tiny-image", "base_path": "../tiny-image"}]}
+{"mediapipe_config_list": [{"name": "tiny-llm", "base_path": "tiny-llm"}, {"name": "tiny-image", "base_path": "../tiny-image"},
+  {"name": "tiny-whisper", "base_path": "tiny-whisper"}, {"name": "tiny-speecht5", "base_path": "tiny-speecht5"}]}
 JSON
 ovserve serve --config_path models/demo/config.json --port "$PORT" &
 server=$!
@@ -26,10 +44,11 @@ until curl -sf "http://localhost:$PORT/v2/health/ready" >/dev/null; do
 done
 cat <<TXT
 
-ovserve is serving the demo models 'tiny-llm' and 'tiny-image' (random weights: the text is gibberish and the
-pictures are noise; the protocol is real).
+ovserve is serving the demo models 'tiny-llm', 'tiny-image', 'tiny-whisper' and 'tiny-speecht5' (random
+weights: the text is gibberish, the pictures and the speech are noise; the protocol is real).
 
-Open http://localhost:$PORT/ in a browser for the console: models, traffic, a chat and image playground, logs.
+Open http://localhost:$PORT/ in a browser for the console: models, traffic, a chat, transcription, speech
+and image playground, logs.
 
   curl http://localhost:$PORT/v3/chat/completions -H "Content-Type: application/json" \\
     -d '{"model": "tiny-llm", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 30}'
