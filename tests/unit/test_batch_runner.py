@@ -144,6 +144,11 @@ async def content(files: FileStore, file_id: str | None) -> list[dict[str, Any]]
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def written(path: Path) -> int:
+    """Complete lines in an output file being written (read only: ``recorded_ids`` cuts a partial one)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
 def create(file_id: str) -> CreateBatchRequest:
     return CreateBatchRequest(input_file_id=file_id, endpoint=CHAT, completion_window="24h")
 
@@ -156,9 +161,9 @@ async def test_a_restarted_server_resumes_a_batch_without_answering_a_line_twice
     batches = runner(files, first)
     await batches.start()
     batch = await batches.create(create(file_id), owner=OWNER)
-    # Lines 0-3 answered and recorded; 4 and 5 in the engine (both slots) when the server stops.
-    await eventually(lambda: len(first.seen) == 6)
     work = batches.store.work_dir(batch.id)
+    # Lines 0-3 answered and recorded; 4 and 5 in the engine (both slots) when the server stops.
+    await eventually(lambda: len(first.seen) == 6 and written(work / OUTPUT) == 4)
     await batches.aclose()
     await files.aclose()
     with (work / OUTPUT).open("a") as output:
@@ -342,7 +347,9 @@ async def test_a_runner_takes_over_the_batch_of_one_that_stopped_renewing(open_f
     a = runner(files, stalled, name="replica-a")
     await a.start()
     batch = await a.create(create(await upload(files, ids)), owner=OWNER)
-    await eventually(lambda: len(stalled.seen) == 4)  # 0 and 1 recorded; 2 and 3 stuck in its engine
+    work = a.store.work_dir(batch.id)
+    # 0 and 1 recorded; 2 and 3 stuck in its engine
+    await eventually(lambda: len(stalled.seen) == 4 and written(work / OUTPUT) == 2)
     # Replica a stops renewing (it hangs); its lease runs out on replica b's clock.
     later = time.time() + LEASE_S + 1
     answers_b = Answers()

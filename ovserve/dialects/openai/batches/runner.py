@@ -20,16 +20,11 @@ work left is resumed (:meth:`BatchRunner.start`), skipping the ``custom_id`` its
 files already hold, so no line is answered twice and none is lost. A server that stops (SIGTERM,
 drain) cancels the lines in flight without recording them: they run again after the restart.
 
-Replicas: a batch runs on one runner at a time, the one holding its lease in the store (``name``,
-the replica's name; :data:`LEASE_S`). The runner renews its leases every :data:`RENEW_S` and, in
-the same pass (:meth:`BatchRunner.tend`), takes over the batches whose lease ran out (a replica
-that died) and reads the cancels asked of other replicas. Every write of a running batch is fenced
-by its lease, and is made *before* the line's result is written to the output: a runner that lost
-its lease (it stalled longer than :data:`LEASE_S`) learns it there and stops without writing, so a
-line another runner has since taken over is not answered twice. A server that stops gives its
-leases back, so another replica takes its batches at once; a restarted one with the same name
-takes its own back at start, without waiting for the lease to run out. Leases compare Unix times
-of different replicas: their clocks must agree within a few seconds (NTP).
+Replicas: a batch runs on one runner at a time, the one holding its lease in the store (``name``;
+:data:`LEASE_S`, renewed every :data:`RENEW_S` by :meth:`BatchRunner.tend`, which also takes over
+the batches whose lease ran out and carries out the cancels asked of other replicas). Every write
+of a running batch is fenced by the lease and made before the line's result is written: a runner
+that lost its lease writes nothing more. A stop gives the leases back (docs/batch.md, "Replicas").
 """
 
 from __future__ import annotations
@@ -205,10 +200,11 @@ class BatchRunner:
         if run.task is not None:
             run.task.cancel()
 
-    async def _save(self, run: _Run) -> None:
-        """Write the run's batch, fenced by its lease (extended); a lost lease stops the run
-        (:class:`_LeaseLost`)."""
-        if run.lost or not await self.store.put(run.batch, runner=self.name, until=self.now() + LEASE_S):
+    async def _save(self, run: _Run, batch: Batch | None = None) -> None:
+        """Write the run's batch (or ``batch``), fenced by its lease (extended); a lost lease stops
+        the run (:class:`_LeaseLost`)."""
+        written = batch if batch is not None else run.batch
+        if run.lost or not await self.store.put(written, runner=self.name, until=self.now() + LEASE_S):
             if not run.lost:
                 log.warning("batch %s: another runner holds it now; stopped here", run.batch.id)
             self._lose(run)
@@ -479,15 +475,17 @@ class BatchRunner:
                 await self.files.adopt(work / name, file_id, run.owner, filename, "batch_output")
         now = self._time()
         if batch.status == "cancelling":
-            run.update(status="cancelled", cancelled_at=now)
+            final = batch.model_copy(update={"status": "cancelled", "cancelled_at": now})
         elif batch.expired_at is not None:
-            run.update(status="expired")
+            final = batch.model_copy(update={"status": "expired"})
         else:
-            run.update(status="completed", completed_at=now)
+            final = batch.model_copy(update={"status": "completed", "completed_at": now})
         # The work directory holds nothing any more (its files moved): gone before the final
         # status, so a batch that reads completed has left nothing behind.
         await asyncio.to_thread(shutil.rmtree, work, True)
-        await self._save(run)
+        # Written before this runner shows it: every replica reads the final status at once.
+        await self._save(run, final)
+        run.batch = final
         log.info("batch %s: %s (%s)", batch.id, run.batch.status, run.batch.request_counts.encode())
 
 

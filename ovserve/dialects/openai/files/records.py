@@ -35,7 +35,7 @@ from typing import Any, Protocol, TypeVar
 
 from ovserve.dialects.openai.batches.objects import UNFINISHED, Batch
 from ovserve.dialects.openai.batches.objects import ListQuery as BatchQuery
-from ovserve.dialects.openai.files.objects import FileObject, ListQuery
+from ovserve.dialects.openai.files.objects import FileObject, ListQuery, Purpose
 from ovserve.errors import ServiceUnavailableError
 
 T = TypeVar("T")
@@ -64,6 +64,15 @@ def shared_database(files_dir: Path | None, responses_store: str) -> str | None:
 
 def file_object(row: Sequence[Any]) -> FileObject:
     file_id, size, created_at, filename, purpose, expires_at = row
+    return new_file_object(file_id, size, created_at, filename, purpose, expires_at)
+
+
+def new_file_object(
+    file_id: str, size: int, created_at: int, filename: str, purpose: Purpose, expires_at: int | None = None
+) -> FileObject:
+    """The File object as every route answers it: ``status`` always (OpenAI's schema requires it),
+    ``expires_at`` only for a file that expires."""
+    fields: dict[str, Any] = {"expires_at": expires_at} if expires_at is not None else {}
     return FileObject(
         id=file_id,
         object="file",
@@ -71,7 +80,8 @@ def file_object(row: Sequence[Any]) -> FileObject:
         created_at=created_at,
         filename=filename,
         purpose=purpose,
-        expires_at=expires_at,
+        status="processed",
+        **fields,
     )
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from ovserve.dialects.openai.files.objects import FileObject, ListQuery, Purpose
-from ovserve.dialects.openai.files.records import Records, SqliteRecords, unavailable
+from ovserve.dialects.openai.files.records import Records, SqliteRecords, new_file_object, unavailable
 from ovserve.errors import BadRequestError, NotFoundError, PayloadTooLargeError
 from ovserve.models.threads import started_thread
 
@@ -202,9 +202,7 @@ class FileStore:
 
     async def record(self, file_id: str, owner: str, size: int, filename: str, purpose: Purpose) -> FileObject:
         """Record the file whose bytes are at ``data/<file_id>`` as ``owner``'s."""
-        file = FileObject(
-            id=file_id, object="file", bytes=size, created_at=int(time.time()), filename=filename, purpose=purpose
-        )
+        file = new_file_object(file_id, size, int(time.time()), filename, purpose)
         await self.records.add_file(file, owner=owner)
         return file
 
