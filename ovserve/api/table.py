@@ -88,16 +88,16 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/responses/{response_id}", responses.delete_response, API_PREFIXES),
     # OpenAI's Files API (ovserve.api.files): under /v3 and /v1 only (no model work, no llama.cpp client).
     # Its POST is not in /openapi.json yet (docs/batch.md says what is left).
-    Route("POST", "/files", files.create_file, MODEL_LIST_PREFIXES, documented=False),
+    Route("POST", "/files", files.create_file, MODEL_LIST_PREFIXES),
     Route("GET", "/files", files.list_files, MODEL_LIST_PREFIXES),
     Route("GET", "/files/{file_id}", files.get_file, MODEL_LIST_PREFIXES),
     Route("DELETE", "/files/{file_id}", files.delete_file, MODEL_LIST_PREFIXES),
     Route("GET", "/files/{file_id}/content", files.file_content, MODEL_LIST_PREFIXES),
     # OpenAI's Batch API (ovserve.api.batches): its lines come in through the envelope, not its routes.
-    Route("POST", "/batches", batches.create_batch, MODEL_LIST_PREFIXES, documented=False),
+    Route("POST", "/batches", batches.create_batch, MODEL_LIST_PREFIXES),
     Route("GET", "/batches", batches.list_batches, MODEL_LIST_PREFIXES),
     Route("GET", "/batches/{batch_id}", batches.get_batch, MODEL_LIST_PREFIXES),
-    Route("POST", "/batches/{batch_id}/cancel", batches.cancel_batch, MODEL_LIST_PREFIXES, documented=False),
+    Route("POST", "/batches/{batch_id}/cancel", batches.cancel_batch, MODEL_LIST_PREFIXES),
     Route("POST", "/messages", anthropic.MESSAGES, ANTHROPIC_PREFIXES, errors="anthropic"),
     Route("POST", "/messages/count_tokens", anthropic.COUNT_TOKENS, ANTHROPIC_PREFIXES, errors="anthropic"),
     Route("GET", "/models", routes.list_models, MODEL_LIST_PREFIXES, errors="by_header"),

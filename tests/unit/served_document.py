@@ -59,6 +59,15 @@ STORED = "/v3/responses/{response_id}"
 AUDIO = ("/v3/audio/transcriptions", "/v3/audio/translations", "/v3/audio/speech")
 # An image edit: a multipart upload, admitted like every model's request (429 past its queue).
 IMAGE_EDIT = "/v3/images/edits"
+# OpenAI's Files and Batch APIs: an upload (a multipart form), a batch's creation and cancel, reads, a delete.
+BATCH_API = {
+    "/v3/files": ("get", "post"),
+    "/v3/files/{file_id}": ("delete", "get"),
+    "/v3/files/{file_id}/content": ("get",),
+    "/v3/batches": ("get", "post"),
+    "/v3/batches/{batch_id}": ("get",),
+    "/v3/batches/{batch_id}/cancel": ("post",),
+}
 # Ollama's native API: its request models, each documented as "Ollama" + the class name.
 OLLAMA: dict[str, type[BaseModel]] = {
     "/api/chat": ollama.ChatRequest,

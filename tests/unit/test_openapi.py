@@ -21,6 +21,7 @@ from ovserve.settings.schema import ServerSettings
 from tests.unit.served_document import (
     ANTHROPIC,
     AUDIO,
+    BATCH_API,
     GENERATION,
     IMAGE_EDIT,
     OLLAMA,
@@ -47,7 +48,8 @@ async def document() -> dict[str, Any]:
 def test_openapi_document_is_valid_openapi_31_with_every_endpoint(document: dict[str, Any]) -> None:
     validate(document)  # raises on an invalid document; picks the validator from "openapi": "3.1.0"
     assert document["openapi"].startswith("3.1")
-    assert {*PATHS, *READS, STORED, *AUDIO, IMAGE_EDIT, *OLLAMA, *OLLAMA_READS, *OLLAMA_STORE} == set(document["paths"])
+    everything = {*PATHS, *READS, STORED, *AUDIO, IMAGE_EDIT, *OLLAMA, *OLLAMA_READS, *OLLAMA_STORE, *BATCH_API}
+    assert everything == set(document["paths"])
     edit = document["paths"][IMAGE_EDIT]["post"]
     assert set(edit["responses"]) == {"200", "400", "404", "413", "415", "429", "503", "504"}
     assert set(edit["requestBody"]["content"]["multipart/form-data"]["schema"]["required"]) == {
@@ -149,8 +151,8 @@ def test_every_ollama_route_of_the_app_is_in_the_document_with_its_method() -> N
 
 
 def test_every_get_and_delete_of_the_api_is_in_the_document_under_v3_with_its_method() -> None:
-    """The model list and a stored response (GET, DELETE); /v1 and the bare paths are aliases of
-    /v3. The probes, /metrics and /openapi.json itself are the operator's, not the API's."""
+    """The model list, a stored response, the files and batches (GET, DELETE); /v1 and the bare
+    paths are aliases of /v3. The probes, /metrics and /openapi.json itself are the operator's."""
     app = create_app(ServerSettings.model_construct(models=[]), SERVED)
     document = openapi_document({"tiny-llm": "text_generation"})
     documented = {(path, method) for path, item in document["paths"].items() for method in item}
@@ -160,10 +162,12 @@ def test_every_get_and_delete_of_the_api_is_in_the_document_under_v3_with_its_me
         if route.method in ("GET", "DELETE")
         and (canonical := route.resource.canonical).startswith(("/v1/", "/v3/"))
         and canonical != "/v1/config/reload"
-        # The Files and Batch APIs are not in the document yet (docs/batch.md, "What is left").
-        and not canonical[3:].startswith(("/files", "/batches"))
     }
-    assert api == {("/v3/models", "get"), ("/v3/models/{name}", "get"), (STORED, "get"), (STORED, "delete")}
+    files_and_batches = {
+        (path, method) for path, methods in BATCH_API.items() for method in methods if method != "post"
+    }
+    reads = {("/v3/models", "get"), ("/v3/models/{name}", "get"), (STORED, "get"), (STORED, "delete")}
+    assert api == reads | files_and_batches
     assert api <= documented
     for method, answer in (("get", "Response"), ("delete", "ResponseDeleted")):
         operation = document["paths"][STORED][method]
@@ -239,3 +243,20 @@ def test_openapi_success_bodies_are_the_response_models_each_under_its_own_name(
 def test_openapi_request_bodies_stay_open_to_other_servers_fields(document: dict[str, Any]) -> None:
     for path in REQUESTS:
         assert document["components"]["schemas"][component(path)].get("additionalProperties") is not False
+
+
+def test_the_files_and_batch_apis_are_documented_with_their_answers_and_errors(document: dict[str, Any]) -> None:
+    paths, schemas = document["paths"], document["components"]["schemas"]
+    for path, methods in BATCH_API.items():
+        assert sorted(paths[path]) == list(methods), path
+    upload = paths["/v3/files"]["post"]
+    form = upload["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert form["required"] == ["file", "purpose"] and form["properties"]["purpose"]["enum"] == ["batch", "user_data"]
+    assert set(upload["responses"]) == {"200", "400", "408", "413", "415", "503"}
+    create = paths["/v3/batches"]["post"]
+    assert create["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/CreateBatchRequest")
+    assert schemas["CreateBatchRequest"]["additionalProperties"] is False  # an unknown field is a 400
+    assert set(schemas["CreateBatchRequest"]["required"]) == {"input_file_id", "endpoint", "completion_window"}
+    assert set(paths["/v3/batches/{batch_id}/cancel"]["post"]["responses"]) == {"200", "404", "409", "503"}
+    for name in ("FileObject", "FileList", "FileDeleted", "Batch", "BatchList"):
+        assert schemas[name]["additionalProperties"] is False, name

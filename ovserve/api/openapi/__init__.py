@@ -4,8 +4,9 @@ Contract: :func:`openapi_document` is the document for a server serving a set of
 task); every POST route the server registers is in it once, and every GET and DELETE of the API
 (the model list, a stored response of the Responses API), each under ``/v3``
 (``tests/unit/test_openapi.py`` walks a built app's router to keep it so): the OpenAI-shaped
-operations and Anthropic's Messages API (:mod:`ovserve.api.openapi.openai`), and Ollama's native
-API (:mod:`ovserve.api.openapi.ollama`).
+operations and Anthropic's Messages API (:mod:`ovserve.api.openapi.openai`), OpenAI's Files and
+Batch APIs (:mod:`ovserve.api.openapi.batches`), and Ollama's native API
+(:mod:`ovserve.api.openapi.ollama`).
 
 The request bodies are the JSON schemas of the very pydantic models the routes validate with, so
 the document cannot drift from what the server accepts; it is what schemathesis fuzzes against
@@ -32,17 +33,17 @@ from aiohttp import web
 
 from ovserve import __version__
 from ovserve.api import keys
-from ovserve.api.openapi import ollama, openai
+from ovserve.api.openapi import batches, ollama, openai
 from ovserve.api.openapi.schema import Schema
 
 
 def openapi_document(served: Mapping[str, str]) -> Schema:
     """The OpenAPI 3.1 document for a server serving ``served`` (model name -> task)."""
-    schemas: Schema = {**openai.components(served), **ollama.components(served)}
+    schemas: Schema = {**openai.components(served), **ollama.components(served), **batches.components()}
     return {
         "openapi": "3.1.0",
         "info": {"title": "ovserve", "version": __version__},
-        "paths": {**openai.paths(served), **ollama.paths()},
+        "paths": {**openai.paths(served), **ollama.paths(), **batches.paths()},
         "components": {"schemas": schemas},
     }
 
