@@ -6,7 +6,9 @@ None of them touches a model: they read and write the files store
 ``file``) read part by part: the file's bytes go to disk chunk by chunk as they arrive, each chunk
 within ``--body_timeout``, and ``--max_file_mb`` / ``--max_file_lines`` are checked as they come
 (aiohttp's ``--max_request_mb`` bound applies to whole bodies read at once, which this is not).
-Files belong to the API key that uploaded them (``envelope.caller_of``).
+Files belong to the API key that uploaded them (``envelope.caller_of``). OpenAI's
+``expires_after[anchor]`` and ``expires_after[seconds]`` fields (``ExpiresAfter``: both or
+neither) make a file expire; OpenAI's other form fields are read past.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from ovserve.api import keys
 from ovserve.api.envelope import caller_of, json_response, validated
-from ovserve.dialects.openai.files.objects import UPLOAD_PURPOSES, FileDeleted, FileList, FileObject, ListQuery
+from ovserve.dialects.openai.files.objects import (
+    UPLOAD_PURPOSES,
+    ExpiresAfter,
+    FileDeleted,
+    FileList,
+    FileObject,
+    ListQuery,
+)
 from ovserve.dialects.openai.files.store import Upload
 from ovserve.errors import BadRequestError, RequestTimeoutError, UnsupportedMediaTypeError
 
@@ -29,6 +38,7 @@ T = TypeVar("T")
 _CHUNK = 256 * 1024
 _MAX_FIELD = 1024  # a form field other than the file (purpose): a name, not a document
 _MAX_FILENAME = 255
+_EXPIRY_FIELDS = {field.alias for field in ExpiresAfter.model_fields.values()}
 
 
 async def _timely(request: web.Request, step: Awaitable[T]) -> T:
@@ -68,6 +78,7 @@ async def create_file(request: web.Request) -> web.Response:
     if request.content_type != "multipart/form-data":
         raise UnsupportedMediaTypeError(f"expected 'multipart/form-data' (a file upload), got '{request.content_type}'")
     purpose: str | None = None
+    expiry: dict[str, str] = {}  # the expires_after[...] fields
     upload: Upload | None = None
     try:
         try:
@@ -79,8 +90,10 @@ async def create_file(request: web.Request) -> web.Response:
                     upload = await _receive(request, part)
                 elif part.name == "purpose":
                     purpose = await _field(request, part)
+                elif part.name is not None and part.name in _EXPIRY_FIELDS:
+                    expiry[part.name] = await _field(request, part)
                 else:
-                    await _timely(request, part.release())  # expires_after and the like: read past
+                    await _timely(request, part.release())  # OpenAI's fields we do not know: read past
         except (ValueError, HttpProcessingError) as exc:  # a malformed multipart body
             raise BadRequestError(f"the multipart form cannot be read: {exc}") from None
         if upload is None:
@@ -88,7 +101,9 @@ async def create_file(request: web.Request) -> web.Response:
         if purpose not in UPLOAD_PURPOSES:
             allowed = " or ".join(f"'{one}'" for one in UPLOAD_PURPOSES)
             raise BadRequestError(f"'purpose' must be {allowed}, got {purpose!r}", param="purpose")
-        return json_response(await upload.finish("batch" if purpose == "batch" else "user_data"))
+        expires_after = validated(ExpiresAfter, expiry).seconds if expiry else None
+        stored = await upload.finish("batch" if purpose == "batch" else "user_data", expires_after=expires_after)
+        return json_response(stored)
     except BaseException:
         if upload is not None:
             await asyncio.shield(upload.abort())

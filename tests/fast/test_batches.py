@@ -157,11 +157,19 @@ async def test_the_file_list_pages_with_after_and_limit(served: Served) -> None:
 
 
 _CREATE = {"endpoint": CHAT, "completion_window": "24h"}
+_ANCHOR, _SECONDS = "expires_after[anchor]", "expires_after[seconds]"
 _JSON_HEADERS = {**KEYS, "Content-Type": "application/json"}
 
 
 def _form_without_file() -> aiohttp.FormData:
     return aiohttp.FormData({"purpose": "batch"}, default_to_multipart=True)
+
+
+def _expiring(**fields: str) -> dict[str, Any]:
+    """An upload with OpenAI's expires_after[...] fields."""
+    form = aiohttp.FormData({"purpose": "batch", **fields}, default_to_multipart=True)
+    form.add_field("file", b"x\n", filename="input.jsonl")
+    return {"data": form}
 
 
 def _batch(**fields: Any) -> dict[str, Any]:
@@ -177,6 +185,10 @@ HOSTILE: list[tuple[str, str, str, dict[str, Any], int]] = [
     ("files: limit 0", "GET", "/v1/files?limit=0", {}, 400),
     ("files: bad order", "GET", "/v1/files?order=sideways", {}, 400),
     ("files: bad purpose filter", "GET", "/v1/files?purpose=weights", {}, 400),
+    ("files: expiry under an hour", "POST", "/v1/files", _expiring(**{_ANCHOR: "created_at", _SECONDS: "60"}), 400),
+    ("files: expiry past 30 days", "POST", "/v1/files", _expiring(**{_ANCHOR: "created_at", _SECONDS: "2592001"}), 400),
+    ("files: expiry anchor", "POST", "/v1/files", _expiring(**{_ANCHOR: "last_active_at", _SECONDS: "3600"}), 400),
+    ("files: expiry seconds alone", "POST", "/v1/files", _expiring(**{_SECONDS: "3600"}), 400),
     ("batches: not JSON", "POST", "/v1/batches", {"data": b"{", "headers": _JSON_HEADERS}, 400),
     ("batches: no input file", "POST", "/v1/batches", {"json": _CREATE}, 400),
     ("batches: unknown file", "POST", "/v1/batches", _batch(input_file_id="file-nope"), 404),
@@ -214,6 +226,14 @@ async def test_a_file_over_the_limits_is_refused_and_leaves_nothing(serve: Any) 
     assert (await call(served, "GET", "/v1/files", headers={"X-Open": "1"}))[1]["data"] == []
     status, ok = await upload(served, b"a\nb\nc", headers={})
     assert status == 200 and ok["bytes"] == 5
+
+
+async def test_an_upload_with_expires_after_tells_when_it_expires(served: Served) -> None:
+    status, file = await call(served, "POST", "/v1/files", **_expiring(**{_ANCHOR: "created_at", _SECONDS: "3600"}))
+    assert status == 200 and file["expires_at"] == file["created_at"] + 3600
+    assert (await call(served, "GET", f"/v1/files/{file['id']}"))[1] == file
+    status, plain = await upload(served, b"x\n")
+    assert status == 200 and "expires_at" not in plain
 
 
 async def test_cancelling_a_finished_batch_is_a_409(served: Served) -> None:

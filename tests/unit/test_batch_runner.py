@@ -24,9 +24,9 @@ from ovserve.dialects.openai.batches.objects import Batch, CreateBatchRequest
 from ovserve.dialects.openai.batches.runner import LEASE_S, OUTPUT, BatchRunner
 from ovserve.dialects.openai.batches.share import BatchShare
 from ovserve.dialects.openai.batches.store import BatchStore
-from ovserve.dialects.openai.files.objects import ListQuery
+from ovserve.dialects.openai.files.objects import FileObject, ListQuery
 from ovserve.dialects.openai.files.store import FileStore
-from ovserve.errors import ModelNotFoundError, ServiceUnavailableError
+from ovserve.errors import ModelNotFoundError, NotFoundError, ServiceUnavailableError
 from ovserve.json_types import JsonObject
 from ovserve.models.admission import Admission
 from tests.fast.harness import eventually
@@ -55,7 +55,7 @@ class Answers:
         return 200, {"echo": tag}
 
 
-OpenFiles = Callable[[], Awaitable[FileStore]]
+OpenFiles = Callable[..., Awaitable[FileStore]]
 
 
 @pytest.fixture(scope="module")
@@ -79,11 +79,11 @@ def database(request: pytest.FixtureRequest) -> str | None:
 @pytest.fixture
 async def open_files(tmp_path: Path, database: str | None) -> AsyncIterator[OpenFiles]:
     """Opens a files store on the test's directory and database (each call a new one: a restart,
-    or another replica sharing both); all closed after the test."""
+    or another replica sharing both; ``now``: its clock); all closed after the test."""
     opened: list[FileStore] = []
 
-    async def open_store() -> FileStore:
-        store = FileStore(tmp_path / "files", max_bytes=1 << 20, max_lines=1000, database=database)
+    async def open_store(**options: Any) -> FileStore:
+        store = FileStore(tmp_path / "files", max_bytes=1 << 20, max_lines=1000, database=database, **options)
         await store.start()
         opened.append(store)
         return store
@@ -265,6 +265,27 @@ async def test_a_model_not_ready_is_waited_for_not_recorded_as_a_failure(files: 
     await batches.aclose()
     assert done.status == "completed" and (done.request_counts.completed, done.request_counts.failed) == (2, 0)
     assert answers.seen == ["503", "a", "b"]
+
+
+async def test_a_file_past_its_expiry_is_a_404_and_goes_with_the_next_new_file(open_files: OpenFiles) -> None:
+    clock = [1_700_000_000.0]
+    files = await open_files(now=lambda: clock[0])
+
+    async def new_file(expires_after: int | None = None) -> FileObject:
+        upload = files.upload(OWNER, "notes.txt")
+        await upload.write(b"x\n")
+        return await upload.finish("user_data", expires_after=expires_after)
+
+    expiring, kept = await new_file(expires_after=3600), await new_file()
+    assert expiring.expires_at == 1_700_003_600 and kept.expires_at is None
+    clock[0] += 3600
+    for read in (files.get, files.path, files.delete):
+        with pytest.raises(NotFoundError):
+            await read(expiring.id, owner=OWNER)
+    assert [file.id for file in (await files.list(ListQuery(), owner=OWNER))[0]] == [kept.id]
+    assert (files.data / expiring.id).exists()  # nothing runs in the background
+    await new_file()
+    assert not (files.data / expiring.id).exists() and (files.data / kept.id).exists()
 
 
 async def test_a_disk_fault_of_the_files_store_is_a_503_and_leaves_no_file(files: FileStore) -> None:

@@ -253,6 +253,9 @@ def test_the_files_and_batch_apis_are_documented_with_their_answers_and_errors(d
     form = upload["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert form["required"] == ["file", "purpose"] and form["properties"]["purpose"]["enum"] == ["batch", "user_data"]
     assert set(upload["responses"]) == {"200", "400", "408", "413", "415", "503"}
+    seconds = form["properties"]["expires_after[seconds]"]
+    assert (seconds["minimum"], seconds["maximum"]) == (3600, 2_592_000)  # OpenAI's bounds, both fields or neither
+    assert form["dependentRequired"]["expires_after[seconds]"] == ["expires_after[anchor]"]
     create = paths["/v3/batches"]["post"]
     assert create["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/CreateBatchRequest")
     assert schemas["CreateBatchRequest"]["additionalProperties"] is False  # an unknown field is a 400

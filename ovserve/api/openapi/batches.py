@@ -16,7 +16,14 @@ import functools
 from ovserve.api.openapi.schema import Schema, SchemaInput, generate, json_content, ref
 from ovserve.dialects.openai.batches.objects import Batch, BatchList, CreateBatchRequest
 from ovserve.dialects.openai.common import ErrorBody
-from ovserve.dialects.openai.files.objects import UPLOAD_PURPOSES, FileDeleted, FileList, FileObject
+from ovserve.dialects.openai.files.objects import (
+    EXPIRES_MAX_S,
+    EXPIRES_MIN_S,
+    UPLOAD_PURPOSES,
+    FileDeleted,
+    FileList,
+    FileObject,
+)
 from ovserve.json_types import JsonValue
 
 _STORE_FAULT = "The files store cannot be used now (a disk or database fault, logged on the server); Retry-After"
@@ -71,8 +78,15 @@ def _upload_form() -> Schema:
             "description": "the file: for 'batch', JSONL of requests; at most --max_file_mb and --max_file_lines",
         },
         "purpose": {"enum": purposes},
+        # OpenAI's expires_after, both fields or neither: the file is a 404 once expired.
+        "expires_after[anchor]": {"enum": ["created_at"]},
+        "expires_after[seconds]": {"type": "integer", "minimum": EXPIRES_MIN_S, "maximum": EXPIRES_MAX_S},
     }
-    return {"type": "object", "required": ["file", "purpose"], "properties": properties}
+    both: Schema = {
+        "expires_after[anchor]": ["expires_after[seconds]"],
+        "expires_after[seconds]": ["expires_after[anchor]"],
+    }
+    return {"type": "object", "required": ["file", "purpose"], "properties": properties, "dependentRequired": both}
 
 
 def paths() -> Schema:
@@ -91,8 +105,8 @@ def paths() -> Schema:
                 "responses": {
                     **_answer("FileObject", "The file, stored for this API key"),
                     **_errors(
-                        e400="Not a readable form, no 'file', an empty file, more lines than --max_file_lines, or "
-                        "another 'purpose'",
+                        e400="Not a readable form, no 'file', an empty file, more lines than --max_file_lines, "
+                        "another 'purpose', or an expires_after out of its range",
                         e408="The upload stalled past --body_timeout",
                         e413="The file is larger than --max_file_mb",
                         e415="The Content-Type is not multipart/form-data",

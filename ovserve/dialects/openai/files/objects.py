@@ -15,6 +15,8 @@ UploadPurpose = Literal["batch", "user_data"]
 # What a file may be: an upload, or a batch's output or error file (made by the server).
 Purpose = Literal["batch", "user_data", "batch_output"]
 UPLOAD_PURPOSES: tuple[str, ...] = ("batch", "user_data")
+# OpenAI's bounds of an upload's expires_after[seconds]: 1 hour to 30 days.
+EXPIRES_MIN_S, EXPIRES_MAX_S = 3600, 30 * 24 * 3600
 
 
 class FileObject(Body):
@@ -52,3 +54,13 @@ class ListQuery(BaseModel):
     limit: int = Field(default=10_000, ge=1, le=10_000)
     order: Literal["asc", "desc"] = "desc"
     purpose: Purpose | None = None
+
+
+class ExpiresAfter(BaseModel):
+    """An upload's ``expires_after[anchor]`` and ``expires_after[seconds]`` form fields (both, or
+    neither): the file expires ``seconds`` after it was created."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    anchor: Literal["created_at"] = Field(alias="expires_after[anchor]")
+    seconds: int = Field(alias="expires_after[seconds]", ge=EXPIRES_MIN_S, le=EXPIRES_MAX_S)

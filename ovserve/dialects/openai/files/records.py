@@ -14,6 +14,10 @@ directory of this process alone, so its rows do too.
 Ownership: every read, list, delete and cancel matches the owner (the API key's digest): another
 owner's file or batch reads as an unknown one (None / False).
 
+Expiry: a file uploaded with ``expires_after`` has an ``expires_at`` (Unix time); from then on it
+reads, lists and deletes as an unknown one (the reads take ``now``), and :meth:`Records.expire_files`
+deletes its row (the files store calls it at start and with every new file, and removes the bytes).
+
 Who runs a batch: a batch with work left is run by one runner at a time, the one holding its
 lease (``runner``, ``lease_until``: Unix time on the runner's clock). :meth:`Records.claim` takes
 the batches whose lease is free or ran out (one runner wins each, even when replicas claim at
@@ -106,9 +110,12 @@ class Records(Protocol):
     async def aclose(self) -> None: ...
 
     async def add_file(self, file: FileObject, *, owner: str) -> None: ...
-    async def file(self, file_id: str, *, owner: str) -> FileObject | None: ...
-    async def files(self, query: ListQuery, *, owner: str) -> tuple[list[FileObject], bool]: ...
-    async def delete_file(self, file_id: str, *, owner: str) -> bool: ...
+    async def file(self, file_id: str, *, owner: str, now: int) -> FileObject | None: ...
+    async def files(self, query: ListQuery, *, owner: str, now: int) -> tuple[list[FileObject], bool]: ...
+    async def delete_file(self, file_id: str, *, owner: str, now: int) -> bool: ...
+
+    async def expire_files(self, now: int) -> list[str]:
+        """Delete the rows of every file expired at ``now``; their ids (their bytes are the caller's)."""
 
     async def add_batch(self, batch: Batch, *, owner: str, runner: str, until: float) -> None:
         """A new batch, leased to ``runner`` until ``until``."""
@@ -159,6 +166,7 @@ _ADDED = {
     "batches": {"runner": "TEXT", "lease_until": "REAL", "cancel_at": "INTEGER"},
 }
 _FILE_COLUMNS = "id, bytes, created_at, filename, purpose, expires_at"
+_LIVE = "(expires_at IS NULL OR expires_at > ?)"  # not expired at the time given
 _MARKS = ", ".join("?" for _ in UNFINISHED)
 
 
@@ -195,6 +203,7 @@ class SqliteRecords:
             for name, kind in columns.items():
                 if name not in present:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        db.execute("CREATE INDEX IF NOT EXISTS files_expires ON files (expires_at) WHERE expires_at IS NOT NULL")
         self._db = db
 
     async def aclose(self) -> None:
@@ -215,17 +224,17 @@ class SqliteRecords:
         args = (file.id, owner, file.bytes, file.created_at, file.filename, file.purpose, file.expires_at)
         await self._call(self.db.execute, sql, args)
 
-    async def file(self, file_id: str, *, owner: str) -> FileObject | None:
+    async def file(self, file_id: str, *, owner: str, now: int) -> FileObject | None:
         def get() -> FileObject | None:
-            sql = f"SELECT {_FILE_COLUMNS} FROM files WHERE id = ? AND owner = ?"
-            row = self.db.execute(sql, (file_id, owner)).fetchone()
+            sql = f"SELECT {_FILE_COLUMNS} FROM files WHERE id = ? AND owner = ? AND {_LIVE}"
+            row = self.db.execute(sql, (file_id, owner, now)).fetchone()
             return file_object(row) if row is not None else None
 
         return await self._call(get)
 
-    async def files(self, query: ListQuery, *, owner: str) -> tuple[list[FileObject], bool]:
+    async def files(self, query: ListQuery, *, owner: str, now: int) -> tuple[list[FileObject], bool]:
         def rows() -> list[Any]:
-            where, args = ["owner = ?"], [owner]
+            where, args = ["owner = ?", _LIVE], [owner, now]
             if query.purpose is not None:
                 where.append("purpose = ?")
                 args.append(query.purpose)
@@ -242,11 +251,19 @@ class SqliteRecords:
         found = await self._call(rows)
         return [file_object(row) for row in found[: query.limit]], len(found) > query.limit
 
-    async def delete_file(self, file_id: str, *, owner: str) -> bool:
+    async def delete_file(self, file_id: str, *, owner: str, now: int) -> bool:
         def delete() -> bool:
-            return self.db.execute("DELETE FROM files WHERE id = ? AND owner = ?", (file_id, owner)).rowcount > 0
+            sql = f"DELETE FROM files WHERE id = ? AND owner = ? AND {_LIVE}"
+            return self.db.execute(sql, (file_id, owner, now)).rowcount > 0
 
         return await self._call(delete)
+
+    async def expire_files(self, now: int) -> list[str]:
+        def expire() -> list[str]:
+            sql = "DELETE FROM files WHERE expires_at <= ? RETURNING id"
+            return [str(row[0]) for row in self.db.execute(sql, (now,)).fetchall()]
+
+        return await self._call(expire)
 
     # -- batches ----------------------------------------------------------------------------
 

@@ -65,9 +65,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX ovserve_batches_owner ON ovserve_batches (owner, seq)",
         "CREATE INDEX ovserve_batches_status ON ovserve_batches (status)",
     ),
+    # expires_after on uploads: expired rows are found by this index at each new file.
+    2: ("CREATE INDEX ovserve_files_expires ON ovserve_files (expires_at) WHERE expires_at IS NOT NULL",),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 _FILE_COLUMNS = "id, bytes, created_at, filename, purpose, expires_at"
+_LIVE = "(expires_at IS NULL OR expires_at > %s)"  # not expired at the time given
 _CLAIM = """
 UPDATE ovserve_batches SET runner = %(runner)s, lease_until = %(until)s
 WHERE id IN (
@@ -153,13 +156,13 @@ class PostgresRecords:
             sql, (file.id, owner, file.bytes, file.created_at, file.filename, file.purpose, file.expires_at)
         )
 
-    async def file(self, file_id: str, *, owner: str) -> FileObject | None:
-        sql = f"SELECT {_FILE_COLUMNS} FROM ovserve_files WHERE id = %s AND owner = %s"
-        rows = await self._rows(sql, (file_id, owner))
+    async def file(self, file_id: str, *, owner: str, now: int) -> FileObject | None:
+        sql = f"SELECT {_FILE_COLUMNS} FROM ovserve_files WHERE id = %s AND owner = %s AND {_LIVE}"
+        rows = await self._rows(sql, (file_id, owner, now))
         return file_object(rows[0]) if rows else None
 
-    async def files(self, query: ListQuery, *, owner: str) -> tuple[list[FileObject], bool]:
-        where, args = ["owner = %s"], [owner]
+    async def files(self, query: ListQuery, *, owner: str, now: int) -> tuple[list[FileObject], bool]:
+        where, args = ["owner = %s", _LIVE], [owner, now]
         if query.purpose is not None:
             where.append("purpose = %s")
             args.append(query.purpose)
@@ -174,8 +177,13 @@ class PostgresRecords:
         rows = await self._rows(sql, args)
         return [file_object(row) for row in rows[: query.limit]], len(rows) > query.limit
 
-    async def delete_file(self, file_id: str, *, owner: str) -> bool:
-        return await self._count("DELETE FROM ovserve_files WHERE id = %s AND owner = %s", (file_id, owner)) > 0
+    async def delete_file(self, file_id: str, *, owner: str, now: int) -> bool:
+        sql = f"DELETE FROM ovserve_files WHERE id = %s AND owner = %s AND {_LIVE}"
+        return await self._count(sql, (file_id, owner, now)) > 0
+
+    async def expire_files(self, now: int) -> list[str]:
+        rows = await self._rows("DELETE FROM ovserve_files WHERE expires_at <= %s RETURNING id", (now,))
+        return [str(row[0]) for row in rows]
 
     # -- batches ----------------------------------------------------------------------------
 

@@ -9,6 +9,11 @@ A file is never held whole in memory, on the way in or out (``GET .../content`` 
 Replicas that share the metadata must share the directory too (a shared volume): a file recorded
 by one is read by another from its own ``--files_dir``; one whose bytes are not there is a 503.
 
+Expiry: an upload may ask to expire (``expires_after``: OpenAI's ``anchor: created_at`` and 1 hour
+to 30 days); its File object then has ``expires_at``, and from that time on it is a 404 like an
+unknown file. Expired files (rows and bytes) are deleted at start and with every new file; nothing
+runs in the background. Batch output files do not expire.
+
 Ownership: as the Responses store's (``ovserve.dialects.openai.responses.store``): each row has an
 ``owner``, the digest of the API key that uploaded it (``OPEN_OWNER`` without keys); another
 owner's file reads, lists and deletes as an unknown one.
@@ -39,7 +44,7 @@ from typing import IO, Any, TypeVar
 
 from ovserve.dialects.openai.files.objects import FileObject, ListQuery, Purpose
 from ovserve.dialects.openai.files.records import Records, SqliteRecords, new_file_object, unavailable
-from ovserve.errors import BadRequestError, NotFoundError, PayloadTooLargeError
+from ovserve.errors import BadRequestError, NotFoundError, PayloadTooLargeError, ServiceUnavailableError
 from ovserve.models.threads import started_thread
 
 T = TypeVar("T")
@@ -108,14 +113,15 @@ class Upload:
             self._out = self._part.open("wb")
         self._out.write(chunk)
 
-    async def finish(self, purpose: Purpose) -> FileObject:
-        """Record the complete file for its owner (an empty upload is a 400)."""
+    async def finish(self, purpose: Purpose, *, expires_after: int | None = None) -> FileObject:
+        """Record the complete file for its owner, expiring ``expires_after`` seconds after it is
+        recorded (None: never); an empty upload is a 400."""
         if self.bytes == 0:
             await self.abort()
             raise BadRequestError("the file is empty", param="file", code="empty_file")
         await self._store.run(self._finish)
         try:
-            return await self._store.record(self.id, self.owner, self.bytes, self.filename, purpose)
+            return await self._store.record(self.id, self.owner, self.bytes, self.filename, purpose, expires_after)
         except BaseException:  # not recorded: its bytes go too
             await asyncio.shield(self._store.run((self._store.data / self.id).unlink, True))
             raise
@@ -153,8 +159,10 @@ class FileStore:
         max_lines: int,
         database: str | None = None,
         password_file: Path | None = None,
+        now: Callable[[], float] = time.time,
     ) -> None:
         self.temporary = directory is None
+        self.now = now  # Unix time, for expiry (tests move their own)
         self.directory = directory if directory is not None else Path()
         self.max_bytes = max_bytes
         self.max_lines = max_lines
@@ -183,6 +191,8 @@ class FileStore:
         if self._records is None:
             self._records = SqliteRecords(self.directory / "files.sqlite3", self.run)
         await self._records.start()
+        with contextlib.suppress(ServiceUnavailableError):  # a database not there yet: the next new file
+            await self._expire()
         log.info("files store: contents in %s, metadata in %s", self.directory, self._records.location)
 
     def _open(self) -> None:
@@ -200,18 +210,33 @@ class FileStore:
             log.warning("files store (%s): %s: %s", self.directory, type(exc).__name__, exc)
             raise unavailable() from exc
 
-    async def record(self, file_id: str, owner: str, size: int, filename: str, purpose: Purpose) -> FileObject:
-        """Record the file whose bytes are at ``data/<file_id>`` as ``owner``'s."""
-        file = new_file_object(file_id, size, int(time.time()), filename, purpose)
+    def _now(self) -> int:
+        return int(self.now())
+
+    async def record(
+        self, file_id: str, owner: str, size: int, filename: str, purpose: Purpose, expires_after: int | None = None
+    ) -> FileObject:
+        """Record the file whose bytes are at ``data/<file_id>`` as ``owner``'s (and delete the
+        files expired by now)."""
+        created_at = self._now()
+        expires_at = created_at + expires_after if expires_after is not None else None
+        file = new_file_object(file_id, size, created_at, filename, purpose, expires_at)
         await self.records.add_file(file, owner=owner)
+        with contextlib.suppress(ServiceUnavailableError):  # logged; the file is recorded all the same
+            await self._expire()
         return file
+
+    async def _expire(self) -> None:
+        """Delete the rows and the bytes of the files expired by now."""
+        for file_id in await self.records.expire_files(self._now()):
+            await self.run((self.data / file_id).unlink, True)
 
     async def adopt(self, path: Path, file_id: str, owner: str, filename: str, purpose: Purpose) -> None:
         """Make the complete file at ``path`` (on the same file system) ``owner``'s file ``file_id``.
         Idempotent: a second call after a crash between the move and the row finishes the job."""
         target = self.data / file_id
         size = await self.run(_move, path, target)
-        if size is not None and await self.records.file(file_id, owner=owner) is None:
+        if size is not None and await self.records.file(file_id, owner=owner, now=self._now()) is None:
             await self.record(file_id, owner, size, filename, purpose)
 
     # -- the event loop's side --------------------------------------------------------------
@@ -221,7 +246,7 @@ class FileStore:
 
     async def get(self, file_id: str, *, owner: str) -> FileObject:
         """``owner``'s file, or a 404 (unknown, deleted, or another owner's)."""
-        found = await self.records.file(file_id, owner=owner)
+        found = await self.records.file(file_id, owner=owner, now=self._now())
         if found is None:
             raise file_not_found(file_id)
         return found
@@ -238,10 +263,10 @@ class FileStore:
 
     async def list(self, query: ListQuery, *, owner: str) -> tuple[list[FileObject], bool]:
         """``owner``'s files in ``query``'s order and page; whether more follow."""
-        return await self.records.files(query, owner=owner)
+        return await self.records.files(query, owner=owner, now=self._now())
 
     async def delete(self, file_id: str, *, owner: str) -> None:
-        if not await self.records.delete_file(file_id, owner=owner):
+        if not await self.records.delete_file(file_id, owner=owner, now=self._now()):
             raise file_not_found(file_id)
         await self.run((self.data / file_id).unlink, True)
 
