@@ -15,6 +15,11 @@ machine, each checked and its figures written as JSON:
   sigkill     a --big_lines chat batch on tiny-llm with a --files_dir; the server is SIGKILLed
               once --kill_at lines are done, started again on the same directory; the batch must
               complete with every custom_id exactly once, none lost.
+  replicas    two replicas of tiny-llm sharing a throwaway PostgreSQL (scripts/local_postgres.py)
+              and one --files_dir; the replica running a --replica_lines chat batch is stopped
+              (SIGKILL, then in a second run SIGTERM) a tenth of the way in; the other must take
+              the batch over (after its lease runs out, or at once once given back) and complete
+              it with every custom_id exactly once. Records when it took over.
 
     .venv/bin/python scripts/bench_batch.py sdk contention sigkill \\
         --out docs/benchmarks/2026-11-28-batch.json
@@ -370,12 +375,59 @@ def bench_sigkill(work: Path, port: int, args: argparse.Namespace) -> dict[str, 
     }
 
 
+def bench_replicas(work: Path, port: int, args: argparse.Namespace) -> dict[str, Any]:
+    from scripts.local_postgres import LocalPostgres
+
+    postgres = LocalPostgres()
+    postgres.start()
+    os.environ["PGPASSWORD"] = postgres.password  # the replicas' environment, not their command line
+    report: dict[str, Any] = {"model": "tiny-llm", "lines": args.replica_lines}
+    try:
+        for number, sig in enumerate((signal.SIGKILL, signal.SIGTERM)):
+            files_dir = work / f"files-replicas-{sig.name}"
+            shared = ["--responses_store", postgres.url(), "--files_dir", str(files_dir), "--batch_concurrency", "1"]
+            model = ["--model_path", str(ROOT / "models" / "tiny-llm"), "--model_name", "tiny-llm"]
+            ports = (port + 2 * number, port + 2 * number + 1)
+            first, second = (Server(work, [*model, *shared, "--replica_name", f"replica-{p}"], p) for p in ports)
+            load_start = load()
+            try:
+                bodies = [chat_body("tiny-llm", n, 16) for n in range(args.replica_lines)]
+                batch_id = submit(first.client(), CHAT, bodies)
+                other = second.client()
+                while done_lines(other, batch_id)[0] < args.replica_lines // 10:
+                    time.sleep(0.05)
+                done_at_stop = done_lines(other, batch_id)[0]
+                first.stop(sig)
+                stopped = time.monotonic()
+                while done_lines(other, batch_id)[0] <= done_at_stop + 1:
+                    time.sleep(0.1)
+                took_over = time.monotonic() - stopped
+                batch = wait(other, batch_id)
+                out = results(other, batch)
+            finally:
+                first.stop(signal.SIGKILL)
+                second.stop()
+            check(batch.status == "completed", f"replicas ({sig.name}): the batch ended {batch.status}")
+            report[sig.name] = {
+                "done_when_stopped": done_at_stop,
+                "taken_over_after_s": round(took_over, 1),
+                "completed_after_s": round(time.monotonic() - stopped, 1),
+                "status": batch.status,
+                "load_avg_1m": [load_start, load()],
+                **once_each(out, args.replica_lines, f"replicas ({sig.name})"),
+            }
+    finally:
+        postgres.close()
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("phases", nargs="+", choices=("sdk", "contention", "sigkill"))
+    parser.add_argument("phases", nargs="+", choices=("sdk", "contention", "sigkill", "replicas"))
     parser.add_argument("--lines", type=int, default=500, help="lines of the sdk batches")
     parser.add_argument("--big_lines", type=int, default=2000, help="lines of the contention and sigkill batches")
     parser.add_argument("--kill_at", type=int, default=500, help="sigkill: lines done when the server is killed")
+    parser.add_argument("--replica_lines", type=int, default=400, help="lines of the replicas batch")
     parser.add_argument("--model", default="bench-qwen2.5-0.5b-int8", help="contention: the model (under models/)")
     parser.add_argument("--batch_tokens", type=int, default=32, help="contention: max_tokens of a batch line")
     parser.add_argument("--interactive_tokens", type=int, default=16, help="contention: max_tokens interactive")
@@ -396,8 +448,10 @@ def main(argv: list[str] | None = None) -> int:
             report["sdk"] = bench_sdk(work, args.port, args.lines)
         elif phase == "contention":
             report["contention"] = bench_contention(work, args.port, args)
-        else:
+        elif phase == "sigkill":
             report["sigkill"] = bench_sigkill(work, args.port, args)
+        else:
+            report["replicas"] = bench_replicas(work, args.port, args)
     report["failed"] = failed
     text = json.dumps(report, indent=2)
     print(text)
