@@ -19,9 +19,9 @@ import psycopg
 import pytest
 
 from ovserve.dialects.openai import postgres as shared_postgres
-from ovserve.dialects.openai.batches.lines import recorded_ids
 from ovserve.dialects.openai.batches.objects import Batch, CreateBatchRequest
-from ovserve.dialects.openai.batches.runner import LEASE_S, OUTPUT, BatchRunner
+from ovserve.dialects.openai.batches.progress import OUTPUT, own, recorded
+from ovserve.dialects.openai.batches.runner import LEASE_S, BatchRunner
 from ovserve.dialects.openai.batches.share import BatchShare
 from ovserve.dialects.openai.batches.store import BatchStore
 from ovserve.dialects.openai.files.objects import FileObject, ListQuery
@@ -144,9 +144,9 @@ async def content(files: FileStore, file_id: str | None) -> list[dict[str, Any]]
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def written(path: Path) -> int:
-    """Complete lines in an output file being written (read only: ``recorded_ids`` cuts a partial one)."""
-    return path.read_bytes().count(b"\n") if path.exists() else 0
+def written(work: Path) -> int:
+    """Complete lines in the output files being written (read only: ``recorded`` cuts a partial one)."""
+    return sum(path.read_bytes().count(b"\n") for path in work.glob("output*.jsonl"))
 
 
 def create(file_id: str) -> CreateBatchRequest:
@@ -163,16 +163,16 @@ async def test_a_restarted_server_resumes_a_batch_without_answering_a_line_twice
     batch = await batches.create(create(file_id), owner=OWNER)
     work = batches.store.work_dir(batch.id)
     # Lines 0-3 answered and recorded; 4 and 5 in the engine (both slots) when the server stops.
-    await eventually(lambda: len(first.seen) == 6 and written(work / OUTPUT) == 4)
+    await eventually(lambda: len(first.seen) == 6 and written(work) == 4)
     await batches.aclose()
     await files.aclose()
-    with (work / OUTPUT).open("a") as output:
+    with own(work, OUTPUT, "replica-a").open("a") as output:
         output.write('{"id": "batch_req_cut", "custom_id": "line-')  # a crash in the middle of a write
 
     reopened = await open_files()  # the restart: new store objects on the same database and directory
     stored = await BatchStore(reopened).get(batch.id, owner=OWNER)
     assert stored.status == "in_progress" and stored.request_counts.completed == 4
-    assert recorded_ids(work / OUTPUT) == {f"line-{n}" for n in range(4)}  # its done lines
+    assert recorded(work, OUTPUT, "replica-a") == {f"line-{n}" for n in range(4)}  # its done lines
     second = Answers()
     resumed = runner(reopened, second)
     await resumed.start()
@@ -370,7 +370,7 @@ async def test_a_runner_takes_over_the_batch_of_one_that_stopped_renewing(open_f
     batch = await a.create(create(await upload(files, ids)), owner=OWNER)
     work = a.store.work_dir(batch.id)
     # 0 and 1 recorded; 2 and 3 stuck in its engine
-    await eventually(lambda: len(stalled.seen) == 4 and written(work / OUTPUT) == 2)
+    await eventually(lambda: len(stalled.seen) == 4 and written(work) == 2)
     # Replica a stops renewing (it hangs); its lease runs out on replica b's clock.
     later = time.time() + LEASE_S + 1
     answers_b = Answers()

@@ -123,9 +123,9 @@ def error_line(custom_id: str, code: str, message: str) -> str:
     return _record(custom_id, None, {"code": code, "message": message})
 
 
-def recorded_ids(path: Path) -> set[str]:
+def recorded_ids(path: Path, *, cut: bool = True) -> set[str]:
     """The ``custom_id`` of every complete line of an output or error file being written; a last
-    line a crash cut short is removed (its request runs again)."""
+    line a crash cut short is removed (its request runs again), or only skipped if not ``cut``."""
     if not path.exists():
         return set()
     ids: set[str] = set()
@@ -139,7 +139,7 @@ def recorded_ids(path: Path) -> set[str]:
             except (ValueError, KeyError, TypeError):
                 break
             keep += len(text)
-    if keep != path.stat().st_size:
-        with path.open("r+b") as cut:
-            cut.truncate(keep)
+    if cut and keep != path.stat().st_size:
+        with path.open("r+b") as partial:
+            partial.truncate(keep)
     return ids

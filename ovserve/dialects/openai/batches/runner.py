@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from ovserve.dialects.openai.batches import lines
+from ovserve.dialects.openai.batches import lines, progress
 from ovserve.dialects.openai.batches.objects import (
     FINISHED,
     WINDOW_S,
@@ -51,6 +51,7 @@ from ovserve.dialects.openai.batches.objects import (
     InputLine,
     RequestCounts,
 )
+from ovserve.dialects.openai.batches.progress import ERRORS, OUTPUT
 from ovserve.dialects.openai.batches.share import BatchShare, ModelShare
 from ovserve.dialects.openai.batches.store import BatchStore
 from ovserve.dialects.openai.files.store import FileStore, new_file_id
@@ -64,7 +65,6 @@ log = logging.getLogger(__name__)
 # body, never an exception (only cancellation propagates).
 Answerer = Callable[[str, JsonObject, str], Awaitable[tuple[int, JsonObject]]]
 
-OUTPUT, ERRORS = "output.jsonl", "errors.jsonl"
 LEASE_S = 30.0  # how long a batch stays with a runner that stopped renewing (a dead replica)
 RENEW_S = 10.0  # how often a runner renews its leases and looks for batches to take over
 
@@ -358,8 +358,8 @@ class BatchRunner:
     async def _execute(self, run: _Run) -> None:
         path = await self._input(run)
         run.work.mkdir(parents=True, exist_ok=True)
-        done_ok = await asyncio.to_thread(lines.recorded_ids, run.work / OUTPUT)
-        done_failed = await asyncio.to_thread(lines.recorded_ids, run.work / ERRORS)
+        done_ok = await asyncio.to_thread(progress.recorded, run.work, OUTPUT, self.name)
+        done_failed = await asyncio.to_thread(progress.recorded, run.work, ERRORS, self.name)
         total = run.batch.request_counts.total
         run.update(request_counts=RequestCounts(total=total, completed=len(done_ok), failed=len(done_failed)))
         done = done_ok | done_failed
@@ -369,8 +369,8 @@ class BatchRunner:
         self.metrics.batch_queued(model, queued)
         counted = run.batch.request_counts.completed + run.batch.request_counts.failed
         with (
-            (run.work / OUTPUT).open("a", encoding="utf-8") as output,
-            (run.work / ERRORS).open("a", encoding="utf-8") as errors,
+            progress.own(run.work, OUTPUT, self.name).open("a", encoding="utf-8") as output,
+            progress.own(run.work, ERRORS, self.name).open("a", encoding="utf-8") as errors,
         ):
             left: list[InputLine] = []
             try:
@@ -460,19 +460,20 @@ class BatchRunner:
     async def _finalize(self, run: _Run) -> None:
         batch, work = run.batch, run.work
         if batch.output_file_id is None and batch.error_file_id is None:
-            # File ids chosen and written down before the files move: a crash in between is finished
-            # by the next start (adopt is idempotent) instead of losing the results.
-            ids: dict[str, str | None] = {"output_file_id": None, "error_file_id": None}
-            for name, key in ((OUTPUT, "output_file_id"), (ERRORS, "error_file_id")):
-                if (work / name).exists() and (work / name).stat().st_size > 0:
-                    ids[key] = new_file_id()
-            run.update(**ids)
+            # Every runner's lines merged, each custom_id once, and the file ids written down before
+            # the files move: a crash in between is finished by the next start (adopt is idempotent).
+            seen: set[str] = set()
+            ok = await asyncio.to_thread(progress.merge, work, OUTPUT, seen)
+            failed = await asyncio.to_thread(progress.merge, work, ERRORS, seen)
+            counts = RequestCounts(total=batch.request_counts.total, completed=ok, failed=failed)
+            ids = {"output_file_id": new_file_id() if ok else None, "error_file_id": new_file_id() if failed else None}
+            run.update(request_counts=counts, **ids)
             await self._save(run)
         batch = run.batch
-        for name, file_id in ((OUTPUT, batch.output_file_id), (ERRORS, batch.error_file_id)):
+        for kind, file_id in ((OUTPUT, batch.output_file_id), (ERRORS, batch.error_file_id)):
             if file_id is not None:
-                filename = f"{batch.id}_{name.removesuffix('.jsonl')}.jsonl"
-                await self.files.adopt(work / name, file_id, run.owner, filename, "batch_output")
+                filename = f"{batch.id}_{kind}.jsonl"
+                await self.files.adopt(progress.final(work, kind), file_id, run.owner, filename, "batch_output")
         now = self._time()
         if batch.status == "cancelling":
             final = batch.model_copy(update={"status": "cancelled", "cancelled_at": now})

@@ -3,12 +3,12 @@
 The batches' rows live with the files' metadata (:mod:`~ovserve.dialects.openai.files.records`:
 SQLite in the files directory, or the PostgreSQL database replicas share), one row per batch
 holding its Batch object as JSON, its owner and its lease. A running batch's results are written
-to its work directory, ``<files directory>/batches/<batch id>/``: ``output.jsonl`` and
-``errors.jsonl``, one line per finished request, appended (and flushed to the operating system)
-as each request finishes. That is the batch's progress: a runner that resumes it (the same server
-after a crash or a SIGKILL, or another replica once the lease ran out) reads back which
-``custom_id`` are done (``lines.recorded_ids``) and runs only the rest. At the end the two files
-become the batch's output and error files (``purpose: batch_output``). Replicas that share the
+to its work directory, ``<files directory>/batches/<batch id>/``, one line per finished request,
+appended (and flushed to the operating system) as each request finishes, in files of the runner's
+own (:mod:`~ovserve.dialects.openai.batches.progress`). That is the batch's progress: a runner
+that resumes it (the same server after a crash or a SIGKILL, or another replica once the lease ran
+out) reads back which ``custom_id`` are done and runs only the rest. At the end they are merged
+into the batch's output and error files (``purpose: batch_output``). Replicas that share the
 database therefore share ``--files_dir`` too.
 
 Ownership: as the files': another key's batch reads, lists and cancels as an unknown one.
