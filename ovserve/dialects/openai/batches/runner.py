@@ -6,14 +6,14 @@ that is not served, makes it ``failed`` with the line numbers in ``errors``) -> 
 makes it ``cancelling`` -> ``cancelled``, its ``completion_window`` running out ``expired`` (the
 lines not run are written to the error file with the code ``batch_expired``).
 
-Each line is one request answered by :data:`Answerer` -- the request envelope's
-``answer_body`` (``ovserve.api.batches``): the same parsing, preparation, admission, engine lease,
+Each line is one request answered by :data:`Answerer` -- the request envelope's ``answer_body``
+(``ovserve.api.batches``): the same parsing, preparation, admission, engine lease,
 ``--request_timeout`` and metrics as an interactive request -- once the batch's model has a free
-batch slot (``share.BatchShare``: the batches' share of the engine). A line is written to the
-output file (a 2xx) or the error file (anything else) as soon as it finishes, and flushed, before
-its slot is given back; the batch's counts follow. Lines finish in any order. A 503 (the model is
-loading, restarting or draining) is not a result: the line is tried again, with growing delays,
-until its batch's window ends.
+batch slot (``share.BatchShare``: the batches' share of the engine). A line is written to this
+runner's output file (a 2xx) or error file (anything else; ``progress``) as soon as it finishes,
+after its counts, and flushed before its slot is given back. Lines finish in any order. A 503 (the
+model is loading, restarting or draining) is not a result: the line is tried again, with growing
+delays, until its batch's window ends.
 
 Durability: the Batch object is written to the store at every change; on start, every batch with
 work left is resumed (:meth:`BatchRunner.start`), skipping the ``custom_id`` its output and error
