@@ -89,3 +89,30 @@ open("image.png", "wb").write(base64.b64decode(answer.data[0].b64_json))
 `;
   return { curl, sdk };
 }
+
+export function embeddingSnippets(body) {
+  const curl = `curl ${base()}/embeddings ${AUTH} \\\n  -H "Content-Type: application/json" \\\n  -d ${shellQuote(JSON.stringify(body))}`;
+  const sdk = `${client()}
+answer = client.embeddings.create(model=${python(body.model)}, input=${python(body.input)})
+print([len(item.embedding) for item in answer.data], answer.usage)
+`;
+  return { curl, sdk };
+}
+
+// Rerank is not in OpenAI's API (Cohere's and vLLM's shape): plain HTTP with httpx (the OpenAI SDK installs it).
+export function rerankSnippets(body) {
+  const curl = `curl ${base()}/rerank ${AUTH} \\\n  -H "Content-Type: application/json" \\\n  -d ${shellQuote(JSON.stringify(body))}`;
+  const sdk = `import os
+import httpx
+
+documents = ${python(body.documents)}
+answer = httpx.post(
+    "${base()}/rerank",
+    headers={"Authorization": f"Bearer {os.environ.get('OVSERVE_API_KEY', 'unused')}"},
+    json={"model": ${python(body.model)}, "query": ${python(body.query)}, "documents": documents},
+).json()
+for result in answer["results"]:
+    print(round(result["relevance_score"], 3), documents[result["index"]])
+`;
+  return { curl, sdk };
+}

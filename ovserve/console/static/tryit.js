@@ -1,14 +1,36 @@
-// The Try-it view: one panel per task a served model has (chat, transcription, speech, image),
+// The Try-it view: one panel per task a served model has (chat, transcription, speech, image,
+// embeddings, rerank),
 // each calling the real API with the key and showing the equivalent curl and SDK snippets.
 // Model output is hostile: it goes into the page as text only.
 
 import { postJSON, request, sse } from "./api.js";
 import { $, el, status } from "./dom.js";
-import { chatSnippets, imageSnippets, speechSnippets, transcriptionSnippets } from "./snippets.js";
+import { chatSnippets, embeddingSnippets, imageSnippets, rerankSnippets, speechSnippets, transcriptionSnippets } from "./snippets.js";
 
 // Panel -> the task whose models it offers.
-const PANELS = { "try-chat": "text_generation", "try-transcribe": "speech_to_text", "try-speech": "text_to_speech", "try-image": "image_generation" };
-const SELECTS = { "try-chat": "chat-model", "try-transcribe": "transcribe-model", "try-speech": "speech-model", "try-image": "image-model" };
+const PANELS = {
+  "try-chat": "text_generation", "try-transcribe": "speech_to_text", "try-speech": "text_to_speech",
+  "try-image": "image_generation", "try-embed": "embeddings", "try-rerank": "rerank",
+};
+const SELECTS = {
+  "try-chat": "chat-model", "try-transcribe": "transcribe-model", "try-speech": "speech-model",
+  "try-image": "image-model", "try-embed": "embed-model", "try-rerank": "rerank-model",
+};
+
+// The non-empty lines of a textarea.
+function lines(id) {
+  return $(id).value.split("\n").map((line) => line.trim()).filter(Boolean);
+}
+
+function cosine(a, b) {
+  let dot = 0, aa = 0, bb = 0;
+  for (let i = 0; i < a.length; i += 1) {
+    dot += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  return aa && bb ? dot / Math.sqrt(aa * bb) : 0;
+}
 
 function number(id) {
   const value = $(id).value.trim();
@@ -47,6 +69,8 @@ export class TryView {
     });
     $("speech-send").addEventListener("click", () => this.speak().catch((error) => status(`speech: ${error.message}`)));
     $("image-send").addEventListener("click", () => this.image().catch((error) => status(`image: ${error.message}`)));
+    $("embed-send").addEventListener("click", () => this.embed().catch((error) => status(`embeddings: ${error.message}`)));
+    $("rerank-send").addEventListener("click", () => this.rerank().catch((error) => status(`rerank: ${error.message}`)));
     this.setUpRecording();
   }
 
@@ -242,6 +266,35 @@ export class TryView {
     const image = $("image-output");
     image.src = `data:image/png;base64,${answer.data[0].b64_json}`;
     image.hidden = false;
+    status("");
+  }
+
+  // Each line embedded; shown as each vector's size and the lines' pairwise cosine similarities.
+  async embed() {
+    const body = { model: $("embed-model").value, input: lines("embed-input") };
+    if (!body.input.length) return status("write at least one line to embed");
+    showSnippets("embed", embeddingSnippets(body));
+    const answer = await postJSON("/v3/embeddings", body);
+    const vectors = answer.data.map((item) => item.embedding);
+    const report = [`${vectors.length} vectors of ${vectors[0].length} dimensions; ${answer.usage.prompt_tokens} prompt tokens`];
+    for (let i = 0; i < vectors.length; i += 1) {
+      for (let j = i + 1; j < vectors.length; j += 1) {
+        report.push(`cosine(line ${i + 1}, line ${j + 1}) = ${cosine(vectors[i], vectors[j]).toFixed(3)}`);
+      }
+    }
+    $("embed-output").textContent = report.join("\n");
+    status("");
+  }
+
+  // The lines ranked against the query, best first.
+  async rerank() {
+    const body = { model: $("rerank-model").value, query: $("rerank-query").value, documents: lines("rerank-documents") };
+    if (!body.documents.length) return status("write at least one line to rank");
+    showSnippets("rerank", rerankSnippets(body));
+    const answer = await postJSON("/v3/rerank", body);
+    $("rerank-output").textContent = answer.results
+      .map((result) => `${result.relevance_score.toFixed(3)}  ${body.documents[result.index]}`)
+      .join("\n");
     status("");
   }
 }
