@@ -176,6 +176,8 @@ def _batch(**fields: Any) -> dict[str, Any]:
     return {"json": {**_CREATE, "input_file_id": "f", **fields}}
 
 
+_EXPIRY_60S = {"anchor": "created_at", "seconds": 60}
+_EXPIRY_ANCHOR = {"anchor": "completed_at", "seconds": 3600}
 HOSTILE: list[tuple[str, str, str, dict[str, Any], int]] = [
     ("files: JSON instead of a form", "POST", "/v1/files", {"json": {"purpose": "batch"}}, 415),
     ("files: no file part", "POST", "/v1/files", {"data": _form_without_file()}, 400),
@@ -196,6 +198,8 @@ HOSTILE: list[tuple[str, str, str, dict[str, Any], int]] = [
     ("batches: window 48h", "POST", "/v1/batches", _batch(completion_window="48h"), 400),
     ("batches: metadata not strings", "POST", "/v1/batches", _batch(metadata={"a": 1}), 400),
     ("batches: unknown field", "POST", "/v1/batches", _batch(priority=1), 400),
+    ("batches: output expiry under an hour", "POST", "/v1/batches", _batch(output_expires_after=_EXPIRY_60S), 400),
+    ("batches: output expiry anchor", "POST", "/v1/batches", _batch(output_expires_after=_EXPIRY_ANCHOR), 400),
     ("batches: unknown id", "GET", "/v1/batches/batch_nope", {}, 404),
     ("batches: cancel unknown", "POST", "/v1/batches/batch_nope/cancel", {}, 404),
     ("batches: limit 101", "GET", "/v1/batches?limit=101", {}, 400),
@@ -234,6 +238,25 @@ async def test_an_upload_with_expires_after_tells_when_it_expires(served: Served
     assert (await call(served, "GET", f"/v1/files/{file['id']}"))[1] == file
     status, plain = await upload(served, b"x\n")
     assert status == 200 and "expires_at" not in plain
+
+
+async def test_output_expires_after_makes_the_output_and_error_files_expire(served: Served) -> None:
+    """OpenAI's ``output_expires_after``: each file the batch makes expires ``seconds`` after it is
+    made; the batch object itself does not show the field (OpenAI's has none)."""
+    status, file = await upload(served, jsonl(chat_line("ok"), chat_line("bad", max_tokens=-1)))
+    expiry = {"anchor": "created_at", "seconds": 7200}
+    create = {"input_file_id": file["id"], "endpoint": CHAT, "completion_window": "24h", "output_expires_after": expiry}
+    status, batch = await call(served, "POST", "/v1/batches", json=create)
+    assert status == 200 and "output_expires_after" not in batch, batch
+    for _ in range(1000):
+        batch = (await call(served, "GET", f"/v1/batches/{batch['id']}"))[1]
+        if batch["status"] == "completed":
+            break
+        await asyncio.sleep(0.01)
+    assert batch["request_counts"] == {"total": 2, "completed": 1, "failed": 1}, batch
+    for file_id in (batch["output_file_id"], batch["error_file_id"]):
+        made = (await call(served, "GET", f"/v1/files/{file_id}"))[1]
+        assert made["expires_at"] == made["created_at"] + 7200, made
 
 
 async def test_cancelling_a_finished_batch_is_a_409(served: Served) -> None:

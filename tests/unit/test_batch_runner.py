@@ -149,8 +149,11 @@ def written(work: Path) -> int:
     return sum(path.read_bytes().count(b"\n") for path in work.glob("output*.jsonl"))
 
 
-def create(file_id: str) -> CreateBatchRequest:
-    return CreateBatchRequest(input_file_id=file_id, endpoint=CHAT, completion_window="24h")
+def create(file_id: str, *, output_expiry_s: int | None = None) -> CreateBatchRequest:
+    expiry = {"output_expires_after": {"anchor": "created_at", "seconds": output_expiry_s}} if output_expiry_s else {}
+    return CreateBatchRequest.model_validate(
+        {"input_file_id": file_id, "endpoint": CHAT, "completion_window": "24h", **expiry}
+    )
 
 
 async def test_a_restarted_server_resumes_a_batch_without_answering_a_line_twice(open_files: OpenFiles) -> None:
@@ -160,7 +163,7 @@ async def test_a_restarted_server_resumes_a_batch_without_answering_a_line_twice
     first = Answers(held={"line-4", "line-5"})
     batches = runner(files, first)
     await batches.start()
-    batch = await batches.create(create(file_id), owner=OWNER)
+    batch = await batches.create(create(file_id, output_expiry_s=3600), owner=OWNER)
     work = batches.store.work_dir(batch.id)
     # Lines 0-3 answered and recorded; 4 and 5 in the engine (both slots) when the server stops.
     await eventually(lambda: len(first.seen) == 6 and written(work) == 4)
@@ -184,6 +187,8 @@ async def test_a_restarted_server_resumes_a_batch_without_answering_a_line_twice
     assert sorted(line["custom_id"] for line in lines) == sorted(ids)  # each exactly once
     assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (10, 10, 0)
     assert done.error_file_id is None and not work.exists()
+    made = await reopened.get(done.output_file_id, owner=OWNER)  # output_expires_after kept over the restart
+    assert made.expires_at == made.created_at + 3600
 
 
 async def test_failed_requests_go_to_the_error_file(files: FileStore) -> None:

@@ -4,11 +4,13 @@ describe them."""
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ovserve.dialects.body import Body
+from ovserve.dialects.openai.files.objects import EXPIRES_MAX_S, EXPIRES_MIN_S
 from ovserve.json_types import JsonObject
 
 # The endpoints a batch may run; each line's ``url`` must be the batch's.
@@ -21,6 +23,16 @@ FINISHED: tuple[Status, ...] = ("failed", "completed", "expired", "cancelled")
 WINDOW_S = {"24h": 24 * 3600}
 
 
+class OutputExpiresAfter(BaseModel):
+    """OpenAI's ``BatchFileExpirationAfter``: the batch's output and error files expire ``seconds``
+    after they are made (the files' own ``created_at``, not the batch's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    anchor: Literal["created_at"]
+    seconds: int = Field(ge=EXPIRES_MIN_S, le=EXPIRES_MAX_S)
+
+
 class CreateBatchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -29,6 +41,7 @@ class CreateBatchRequest(BaseModel):
     completion_window: Literal["24h"]
     # OpenAI's Metadata: at most 16 pairs, keys up to 64 characters, values up to 512.
     metadata: dict[str, str] | None = Field(default=None, max_length=16)
+    output_expires_after: OutputExpiresAfter | None = None
 
 
 class BatchError(Body):
@@ -71,10 +84,24 @@ class Batch(Body):
     cancelled_at: int | None = None
     request_counts: RequestCounts
     metadata: dict[str, str] | None = None
+    # Kept with the batch for its output files, never sent: OpenAI's Batch object has no such field.
+    output_expires_after: OutputExpiresAfter | None = Field(default=None, exclude=True)
 
     def encode(self) -> str:
         # Every field, null included: OpenAI's batch objects carry them all.
         return self.model_dump_json(by_alias=True)
+
+    @property
+    def output_expiry_s(self) -> int | None:
+        """How long the batch's output and error files live once made; None: until deleted."""
+        return self.output_expires_after.seconds if self.output_expires_after is not None else None
+
+    def stored(self) -> str:
+        """The JSON a store keeps: :meth:`encode`'s, and the output files' expiry when there is one
+        (read back by ``model_validate_json``; a row written before the field reads as None)."""
+        if self.output_expires_after is None:
+            return self.encode()
+        return json.dumps({**json.loads(self.encode()), "output_expires_after": self.output_expires_after.model_dump()})
 
 
 class BatchList(Body):

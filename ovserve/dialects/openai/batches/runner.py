@@ -3,8 +3,8 @@
 A batch goes ``validating`` (every line checked: ``lines.check_input``; any problem, or a model
 that is not served, makes it ``failed`` with the line numbers in ``errors``) -> ``in_progress``
 (its lines run) -> ``finalizing`` (its output and error files recorded) -> ``completed``; a cancel
-makes it ``cancelling`` -> ``cancelled``, its ``completion_window`` running out ``expired`` (the
-lines not run are written to the error file with the code ``batch_expired``).
+makes it ``cancelling`` -> ``cancelled``, its ``completion_window`` running out ``expired`` (lines not
+run go to the error file as ``batch_expired``); its files expire as ``output_expires_after`` asks.
 
 Each line is one request answered by :data:`Answerer` -- the request envelope's ``answer_body``
 (``ovserve.api.batches``): the same parsing, preparation, admission, engine lease,
@@ -15,16 +15,16 @@ after its counts, and flushed before its slot is given back. Lines finish in any
 model is loading, restarting or draining) is not a result: the line is tried again, with growing
 delays, until its batch's window ends.
 
-Durability: the Batch object is written to the store at every change; on start, every batch with
-work left is resumed (:meth:`BatchRunner.start`), skipping the ``custom_id`` its output and error
-files already hold, so no line is answered twice and none is lost. A server that stops (SIGTERM,
-drain) cancels the lines in flight without recording them: they run again after the restart.
+Durability: the Batch object is written to the store at every change; on start, every batch with work left is
+resumed (:meth:`BatchRunner.start`), skipping the ``custom_id`` its output and error files already hold, so no line
+is answered twice and none is lost. A server that stops (SIGTERM, drain) cancels the lines in flight without
+recording them: they run again after the restart.
 
 Replicas: a batch runs on one runner at a time, the one holding its lease in the store (``name``;
-:data:`LEASE_S`, renewed every :data:`RENEW_S` by :meth:`BatchRunner.tend`, which also takes over
-the batches whose lease ran out and carries out the cancels asked of other replicas). Every write
-of a running batch is fenced by the lease and made before the line's result is written: a runner
-that lost its lease writes nothing more. A stop gives the leases back (docs/batch.md, "Replicas").
+:data:`LEASE_S`, renewed every :data:`RENEW_S` by :meth:`BatchRunner.tend`, which also takes over the
+batches whose lease ran out and carries out the cancels asked of other replicas). Every write of a
+running batch is fenced by the lease and made before the line's result is written: a runner that lost
+its lease writes nothing more. A stop gives the leases back (docs/batch.md, "Replicas").
 """
 
 from __future__ import annotations
@@ -229,6 +229,7 @@ class BatchRunner:
             expires_at=created + WINDOW_S[request.completion_window],
             request_counts=RequestCounts(total=0, completed=0, failed=0),
             metadata=request.metadata,
+            output_expires_after=request.output_expires_after,
         )
         await self.store.add(batch, owner=owner, runner=self.name, until=self.now() + LEASE_S)
         return self._launch(batch, owner).batch
@@ -472,8 +473,8 @@ class BatchRunner:
         batch = run.batch
         for kind, file_id in ((OUTPUT, batch.output_file_id), (ERRORS, batch.error_file_id)):
             if file_id is not None:
-                filename = f"{batch.id}_{kind}.jsonl"
-                await self.files.adopt(progress.final(work, kind), file_id, run.owner, filename, "batch_output")
+                name, path = f"{batch.id}_{kind}.jsonl", progress.final(work, kind)
+                await self.files.adopt(path, file_id, run.owner, name, "batch_output", batch.output_expiry_s)
         now = self._time()
         if batch.status == "cancelling":
             final = batch.model_copy(update={"status": "cancelled", "cancelled_at": now})

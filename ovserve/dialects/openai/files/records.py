@@ -269,12 +269,12 @@ class SqliteRecords:
 
     async def add_batch(self, batch: Batch, *, owner: str, runner: str, until: float) -> None:
         sql = "INSERT INTO batches (id, owner, status, batch, runner, lease_until) VALUES (?, ?, ?, ?, ?, ?)"
-        await self._call(self.db.execute, sql, (batch.id, owner, batch.status, batch.encode(), runner, until))
+        await self._call(self.db.execute, sql, (batch.id, owner, batch.status, batch.stored(), runner, until))
 
     async def put_batch(self, batch: Batch, *, runner: str, until: float) -> bool:
         def put() -> bool:
             sql = "UPDATE batches SET status = ?, batch = ?, lease_until = ? WHERE id = ? AND runner = ?"
-            return self.db.execute(sql, (batch.status, batch.encode(), until, batch.id, runner)).rowcount > 0
+            return self.db.execute(sql, (batch.status, batch.stored(), until, batch.id, runner)).rowcount > 0
 
         return await self._call(put)
 

@@ -192,11 +192,11 @@ class PostgresRecords:
             "INSERT INTO ovserve_batches (id, owner, status, batch, runner, lease_until)"
             " VALUES (%s, %s, %s, %s, %s, %s)"
         )
-        await self._count(sql, (batch.id, owner, batch.status, batch.encode(), runner, until))
+        await self._count(sql, (batch.id, owner, batch.status, batch.stored(), runner, until))
 
     async def put_batch(self, batch: Batch, *, runner: str, until: float) -> bool:
         sql = "UPDATE ovserve_batches SET status = %s, batch = %s, lease_until = %s WHERE id = %s AND runner = %s"
-        return await self._count(sql, (batch.status, batch.encode(), until, batch.id, runner)) > 0
+        return await self._count(sql, (batch.status, batch.stored(), until, batch.id, runner)) > 0
 
     async def batch(self, batch_id: str, *, owner: str) -> Batch | None:
         sql = "SELECT batch, cancel_at FROM ovserve_batches WHERE id = %s AND owner = %s"

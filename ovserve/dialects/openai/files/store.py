@@ -231,13 +231,16 @@ class FileStore:
         for file_id in await self.records.expire_files(self._now()):
             await self.run((self.data / file_id).unlink, True)
 
-    async def adopt(self, path: Path, file_id: str, owner: str, filename: str, purpose: Purpose) -> None:
-        """Make the complete file at ``path`` (on the same file system) ``owner``'s file ``file_id``.
-        Idempotent: a second call after a crash between the move and the row finishes the job."""
+    async def adopt(
+        self, path: Path, file_id: str, owner: str, filename: str, purpose: Purpose, expires_after: int | None = None
+    ) -> None:
+        """Make the complete file at ``path`` (on the same file system) ``owner``'s file ``file_id``
+        (expiring ``expires_after`` seconds from now, if given). Idempotent: a second call after a
+        crash between the move and the row finishes the job."""
         target = self.data / file_id
         size = await self.run(_move, path, target)
         if size is not None and await self.records.file(file_id, owner=owner, now=self._now()) is None:
-            await self.record(file_id, owner, size, filename, purpose)
+            await self.record(file_id, owner, size, filename, purpose, expires_after)
 
     # -- the event loop's side --------------------------------------------------------------
 
