@@ -219,7 +219,7 @@ def create_app(
     if settings.config_path is not None:
         app[keys.CONFIG_RELOADER] = ConfigReloader(settings, models, residency)
     app[keys.METRICS] = metrics
-    app[keys.METRICS].scrape.watch(models, app[keys.LOOP_LAG], store, residency)
+    app[keys.METRICS].scrape.watch(models, app[keys.LOOP_LAG], store, residency, files)
     app[keys.CONSOLE_FILES] = ConsoleFiles()
     app[keys.CONSOLE_LOGS] = LogRing()
     table.add_routes(app)

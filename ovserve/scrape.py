@@ -68,6 +68,17 @@ class ResponseStoreView(Protocol):
     def failures(self) -> Mapping[str, int]: ...
 
 
+class FilesStoreView(Protocol):
+    """What the collector reads of the files store (``ovserve.dialects.openai.files.store.FileStore``)."""
+
+    @property
+    def faults(self) -> _FaultCount: ...
+
+
+class _FaultCount(Protocol):
+    count: int
+
+
 class ServedModelView(Protocol):
     """A served model as the metrics read it; ``ovserve.models.served.ServedModel`` is one.
     (A protocol, not an import: the services record metrics, so metrics must not import them; the
@@ -278,6 +289,7 @@ class ScrapeCollector(Collector):
         self._loop_lag: LoopLagMonitor | None = None
         self._store: ResponseStoreView | None = None
         self._residency: ResidencyView | None = None
+        self._files: FilesStoreView | None = None
 
     def watch(
         self,
@@ -285,12 +297,14 @@ class ScrapeCollector(Collector):
         loop_lag: LoopLagMonitor,
         store: ResponseStoreView | None = None,
         residency: ResidencyView | None = None,
+        files: FilesStoreView | None = None,
     ) -> None:
         """Read these at every scrape (``models`` is iterated each time: a config reload changes it)."""
         self._models = models
         self._loop_lag = loop_lag
         self._store = store
         self._residency = residency
+        self._files = files
 
     def collect(self) -> Iterator[Metric]:
         models = list(self._models)
@@ -311,6 +325,12 @@ class ScrapeCollector(Collector):
             for operation, count in store.failures.items():
                 failures.add_metric([operation], count)
             yield failures
+        if self._files is not None:
+            yield CounterMetricFamily(
+                "ovserve_files_store_failures",
+                "Files store operations (files, batches) that failed on a disk or database fault: answered 503.",
+                value=self._files.faults.count,
+            )
         lag = self._loop_lag
         if lag is not None:
             yield HistogramMetricFamily(

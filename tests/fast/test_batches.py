@@ -103,6 +103,7 @@ async def test_a_chat_batch_answers_each_line_as_the_interactive_request_would(s
     samples = scraped.decode()
     assert f'ovserve_batch_requests_total{{model="{MODEL}",outcome="completed"}} 20.0' in samples
     assert f'ovserve_batch_requests_pending{{model="{MODEL}"}} 0.0' in samples
+    assert "ovserve_files_store_failures_total 0.0" in samples
 
 
 async def test_a_line_that_fails_goes_to_the_error_file_with_its_status(served: Served) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -25,6 +26,7 @@ from ovserve.dialects.openai.batches.runner import LEASE_S, BatchRunner
 from ovserve.dialects.openai.batches.share import BatchShare
 from ovserve.dialects.openai.batches.store import BatchStore
 from ovserve.dialects.openai.files.objects import FileObject, ListQuery
+from ovserve.dialects.openai.files.records import StoreFaults
 from ovserve.dialects.openai.files.store import FileStore
 from ovserve.errors import ModelNotFoundError, NotFoundError, ServiceUnavailableError
 from ovserve.json_types import JsonObject
@@ -301,6 +303,27 @@ async def test_a_disk_fault_of_the_files_store_is_a_503_and_leaves_no_file(files
         await upload.write(b"line\n")
     assert refused.value.status == 503 and refused.value.code == "files_store_unavailable"
     assert (await files.list(ListQuery(), owner=OWNER)) == ([], False)
+    assert files.faults.count >= 1  # ovserve_files_store_failures_total
+    files.data.unlink()  # the disk is fixed: the store works again, nothing to restart
+    files.data.mkdir()
+    upload = files.upload(OWNER, "input.jsonl")
+    await upload.write(b"line\n")
+    assert (await upload.finish("batch")).bytes == 5
+
+
+def test_store_faults_are_counted_each_and_logged_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+    """A full disk under a running batch: every fault counted, one warning a minute that says how
+    many it stands for, not one per line of the batch."""
+    now = [0.0]
+    faults = StoreFaults(interval=60.0, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="ovserve.dialects.openai.files.store"):
+        for second in range(0, 150, 10):  # a fault every 10 s for 150 s
+            now[0] = float(second)
+            assert faults.fault("/data", OSError(28, "No space left on device")).status == 503
+    assert faults.count == 15
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 3  # at 0, 60 and 120 s
+    assert "No space left on device" in warnings[0] and "(5 more since the last warning)" in warnings[1]
 
 
 async def test_a_running_batch_shrinks_to_its_shared_slots_while_an_interactive_request_runs(

@@ -32,7 +32,9 @@ logged, never a 500; what was not written is not recorded.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -42,6 +44,7 @@ from ovserve.dialects.openai.batches.objects import ListQuery as BatchQuery
 from ovserve.dialects.openai.files.objects import FileObject, ListQuery, Purpose
 from ovserve.errors import ServiceUnavailableError
 
+log = logging.getLogger("ovserve.dialects.openai.files.store")
 T = TypeVar("T")
 # Runs blocking work on the files store's own thread (FileStore.run): faults become 503s there.
 Runner = Callable[..., Awaitable[Any]]
@@ -55,6 +58,34 @@ def unavailable() -> ServiceUnavailableError:
         "the files store cannot be used now (a disk or database fault, logged on the server)",
         code="files_store_unavailable",
     )
+
+
+class StoreFaults:
+    """The files store's faults (a full or read-only disk, a database down): counted for
+    ``ovserve_files_store_failures_total``, and logged at most once a minute with the number of
+    faults the line stands for, so a full disk under a running batch is a line a minute, not one
+    per line of the batch. Nothing needs repairing after one: the SQLite connection and the
+    PostgreSQL pool are used again as they are (the pool reconnects), so the store works again as
+    soon as its disk or database does."""
+
+    def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.count = 0
+        self._interval = interval
+        self._clock = clock
+        self._quiet_until = float("-inf")
+        self._untold = 0
+
+    def fault(self, location: str, exc: BaseException) -> ServiceUnavailableError:
+        """Count and (rate-limited) log ``exc``; the 503 to raise from it."""
+        self.count += 1
+        now = self._clock()
+        if now < self._quiet_until:
+            self._untold += 1
+        else:
+            more = f" ({self._untold} more since the last warning)" if self._untold else ""
+            log.warning("files store (%s): %s: %s%s", location, type(exc).__name__, exc, more)
+            self._quiet_until, self._untold = now + self._interval, 0
+        return unavailable()
 
 
 def shared_database(files_dir: Path | None, responses_store: str) -> str | None:

@@ -31,7 +31,7 @@ from ovserve.dialects.openai import postgres
 from ovserve.dialects.openai.batches.objects import UNFINISHED, Batch
 from ovserve.dialects.openai.batches.objects import ListQuery as BatchQuery
 from ovserve.dialects.openai.files.objects import FileObject, ListQuery
-from ovserve.dialects.openai.files.records import CANCELLABLE, file_object, overlay, unavailable
+from ovserve.dialects.openai.files.records import CANCELLABLE, StoreFaults, file_object, overlay
 from ovserve.errors import ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -85,8 +85,16 @@ class PostgresRecords:
     """The metadata in the PostgreSQL database ``url`` names (``password_file``: as the Responses
     store's); ``pool_timeout``: the longest wait for a connection (tests shorten it)."""
 
-    def __init__(self, url: str, *, password_file: Path | None = None, pool_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        password_file: Path | None = None,
+        pool_timeout: float | None = None,
+        faults: StoreFaults | None = None,
+    ) -> None:
         postgres.check_url(url)
+        self.faults = faults if faults is not None else StoreFaults()
         self.location = postgres.redacted(url)
         self.shared = True
         self._url = url
@@ -110,8 +118,7 @@ class PostgresRecords:
         except Exception as exc:
             if not postgres.is_fault(exc):
                 raise
-            log.warning("files store (%s): %s: %s", self.location, type(exc).__name__, exc)
-            raise unavailable() from exc
+            raise self.faults.fault(self.location, exc) from exc
 
     async def _migrate(self, db: postgres.Connection) -> None:
         async with db.transaction():

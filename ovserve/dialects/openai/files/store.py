@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from ovserve.dialects.openai.files.objects import FileObject, ListQuery, Purpose
-from ovserve.dialects.openai.files.records import Records, SqliteRecords, new_file_object, unavailable
+from ovserve.dialects.openai.files.records import Records, SqliteRecords, StoreFaults, new_file_object, unavailable
 from ovserve.errors import BadRequestError, NotFoundError, PayloadTooLargeError, ServiceUnavailableError
 from ovserve.models.threads import started_thread
 
@@ -168,10 +168,11 @@ class FileStore:
         self.max_lines = max_lines
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
         self._records: Records | None = None
+        self.faults = StoreFaults()  # ovserve_files_store_failures_total
         if database is not None:  # the driver is an optional extra: imported for a PostgreSQL URL only
             from ovserve.dialects.openai.files.records_postgres import PostgresRecords
 
-            self._records = PostgresRecords(database, password_file=password_file)
+            self._records = PostgresRecords(database, password_file=password_file, faults=self.faults)
 
     @property
     def data(self) -> Path:
@@ -207,8 +208,7 @@ class FileStore:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._thread, work, *args)
         except (OSError, sqlite3.OperationalError) as exc:
-            log.warning("files store (%s): %s: %s", self.directory, type(exc).__name__, exc)
-            raise unavailable() from exc
+            raise self.faults.fault(str(self.directory), exc) from exc
 
     def _now(self) -> int:
         return int(self.now())
