@@ -30,7 +30,12 @@ RULE_TESTS = MONITORING / "ovserve-alerts.test.yaml"
 DASHBOARD = MONITORING / "ovserve-dashboard.json"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 # Alerts on metrics without a model label (the server process, API keys, the Responses store).
-NOT_PER_MODEL = {"OvserveServerMemoryGrowing", "OvserveAuthFailureBurst", "OvserveResponsesStoreFailing"}
+NOT_PER_MODEL = {
+    "OvserveServerMemoryGrowing",
+    "OvserveAuthFailureBurst",
+    "OvserveResponsesStoreFailing",
+    "OvserveFilesStoreFailing",
+}
 
 
 @cache
@@ -250,3 +255,4 @@ def test_every_metric_the_alerts_and_the_dashboard_name_is_exported(tiny_llm: Pa
     assert samples[("ovserve_auth_failures_total", (("reason", "missing_key"),))] == 1
     assert samples[("ovserve_auth_failures_total", (("reason", "invalid_key"),))] == 1
     assert samples[("ovserve_responses_store_failures_total", (("operation", "put"),))] == 0
+    assert samples[("ovserve_files_store_failures_total", ())] == 0
