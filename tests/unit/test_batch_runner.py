@@ -254,6 +254,22 @@ async def test_cancel_stops_the_lines_in_flight_and_keeps_what_finished(files: F
     assert "e" not in answers.seen
 
 
+async def test_a_batch_cancelled_before_any_line_ran_ends_cancelled(files: FileStore) -> None:
+    """Cancelled while it is validated: no line ran, so no work directory was made, and the final
+    (empty) merge must not fail the batch for want of one."""
+    answers = Answers()
+    batches = runner(files, answers)
+    await batches.start()
+    batch = await batches.create(create(await upload(files, ["a", "b"])), owner=OWNER)
+    cancelling = await batches.cancel(batch.id, owner=OWNER)  # before its validation ran
+    assert cancelling.status == "cancelling"
+    done = await finished(batches, batch.id)
+    await batches.aclose()
+    assert done.status == "cancelled" and done.errors is None, done
+    assert (done.output_file_id, done.error_file_id, answers.seen) == (None, None, [])
+    assert not batches.store.work_dir(batch.id).exists()
+
+
 async def test_a_model_not_ready_is_waited_for_not_recorded_as_a_failure(files: FileStore) -> None:
     class LoadingFirst(Answers):
         async def __call__(self, endpoint: str, body: JsonObject, owner: str) -> tuple[int, JsonObject]:

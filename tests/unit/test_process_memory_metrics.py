@@ -38,7 +38,7 @@ class _Model:
     name: str
     engine: _Engine
     admission: SimpleNamespace = field(
-        default_factory=lambda: SimpleNamespace(waiting=0, running=0, prompt_tokens=0, rejected=0)
+        default_factory=lambda: SimpleNamespace(waiting=0, running=0, prompt_tokens=0, rejected=0, batch=0)
     )
     drafting: SimpleNamespace = field(
         default_factory=lambda: SimpleNamespace(requests=0, accepted_tokens=0, drafted_tokens=0, verify_steps=0)

@@ -54,6 +54,7 @@ def merge(work: Path, kind: str, seen: set[str]) -> int:
     """Write :func:`final` of ``kind``: each complete line whose ``custom_id`` is not in ``seen``
     (which gets it), in the order recorded; the number of lines written."""
     written = 0
+    work.mkdir(parents=True, exist_ok=True)  # a batch cancelled before any line ran has none yet
     with final(work, kind).open("wb") as out:
         for path in _files(work, kind):
             with path.open("rb") as lines:
