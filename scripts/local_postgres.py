@@ -31,7 +31,7 @@ DATABASE = "ovserve"
 _PR_SET_PDEATHSIG = 1
 
 
-def _bin_dir() -> Path:
+def postgres_bin_dir() -> Path:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if found:
         return Path(found[-1]).parent
@@ -55,7 +55,7 @@ class LocalPostgres:
         self.port = port or free_port()
         self.password = secrets.token_hex(12)
         self.base = Path(tempfile.mkdtemp(prefix="ovserve-cluster-pg-"))
-        self._bin = _bin_dir()
+        self._bin = postgres_bin_dir()
         self._account = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
         self._process: subprocess.Popen[bytes] | None = None
         self._created = False

@@ -10,13 +10,11 @@ password authentication (so a URL's password is exercised), and without fsync (a
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
 import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,21 +25,8 @@ from pathlib import Path
 
 import psycopg
 
-
-def _bin_dir() -> Path:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if found:
-        return Path(found[-1]).parent
-    initdb = shutil.which("initdb")
-    if initdb is None:
-        raise RuntimeError("PostgreSQL is not installed: scripts/setup.sh installs it (apt-get install postgresql)")
-    return Path(initdb).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from scripts.local_postgres import free_port as _free_port
+from scripts.local_postgres import postgres_bin_dir
 
 
 @dataclass
@@ -68,7 +53,7 @@ class PostgresServer:
 def postgres_server() -> Iterator[PostgresServer]:
     """A PostgreSQL server with its data in a new temporary directory, stopped and removed on exit.
     (Not pytest's tmp_path: its parents are private to root, and the server runs as postgres.)"""
-    bin_dir = _bin_dir()
+    bin_dir = postgres_bin_dir()
     base = Path(tempfile.mkdtemp(prefix="ovserve-postgres-"))
     data = base / "data"
     password = secrets.token_hex(12)
