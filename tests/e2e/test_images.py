@@ -170,6 +170,9 @@ def test_lora_adapters_are_listed_and_chosen_by_the_model_name(
     assert "tiny-image-lora" in image_models, "the demo builds a LoRA adapter for the tiny image model"
     listed = {model["id"]: model.get("parent") for model in httpx.get(f"{image_server.url}/v3/models").json()["data"]}
     assert listed == {MODEL: None, "tiny-style": MODEL}
+    document = httpx.get(f"{image_server.url}/openapi.json").json()  # a request may name the adapter too
+    request = document["components"]["schemas"]["ImageGenerationRequest"]
+    assert set(request["properties"]["model"]["enum"]) == {MODEL, "tiny-style"}
     client = image_server.client()
 
     def image(model: str, **extra: Any) -> str:

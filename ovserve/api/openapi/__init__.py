@@ -49,5 +49,8 @@ def openapi_document(served: Mapping[str, str]) -> Schema:
 
 
 async def openapi_json(request: web.Request) -> web.Response:
-    document = openapi_document({model.name: model.task for model in request.app[keys.MODELS]})
+    models = request.app[keys.MODELS]
+    # An image model's LoRA adapters are names a request may send as its model (GET /v3/models lists them).
+    served = {name: model.task for model in models for name in (model.name, *model.spec.images.aliases)}
+    document = openapi_document(served)
     return web.json_response(document)
