@@ -96,12 +96,14 @@ def _settings(name: str) -> ModelSettings:
 
 # What the document needs of a served model: its name and task (and settings for the app's
 # residency manager). No engine is started.
+def _model(name: str, task: str) -> Any:
+    """What the document reads of a served model: its name, task, settings and (image) LoRA aliases."""
+    spec = SimpleNamespace(images=SimpleNamespace(aliases=()))
+    return SimpleNamespace(name=name, task=task, settings=_settings(name), spec=spec)
+
+
 SERVED = ModelRegistry(
-    [
-        SimpleNamespace(name="tiny-llm", task="text_generation", settings=_settings("tiny-llm")),  # type: ignore[list-item]
-        SimpleNamespace(name="tiny-embed", task="embeddings", settings=_settings("tiny-embed")),  # type: ignore[list-item]
-        SimpleNamespace(name="tiny-rerank", task="rerank", settings=_settings("tiny-rerank")),  # type: ignore[list-item]
-    ]
+    [_model("tiny-llm", "text_generation"), _model("tiny-embed", "embeddings"), _model("tiny-rerank", "rerank")]
 )
 
 
