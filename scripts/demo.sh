@@ -16,21 +16,18 @@ node: { calculator: "HttpLLMCalculator"
   node_options: { [type.googleapis.com / mediapipe.LLMCalculatorOptions]: { models_path: "../../tiny-llm" enable_prefix_caching: true } } }
 PBTXT
 # The speech models through OVMS's speech graphs: transcription (S2t) and speech (T2s).
-mkdir -p models/demo/tiny-whisper models/demo/tiny-speecht5
-cat > models/demo/tiny-whisper/graph.pbtxt <<'PBTXT'
+speech_graph() {  # NAME CALCULATOR: models/demo/NAME/graph.pbtxt serving models/NAME
+  mkdir -p "models/demo/$1"
+  cat > "models/demo/$1/graph.pbtxt" <<PBTXT
 input_stream: "HTTP_REQUEST_PAYLOAD:input"
 output_stream: "HTTP_RESPONSE_PAYLOAD:output"
-node: { name: "S2tExecutor" calculator: "S2tCalculator"
+node: { name: "$2Executor" calculator: "$2Calculator"
   input_stream: "HTTP_REQUEST_PAYLOAD:input" output_stream: "HTTP_RESPONSE_PAYLOAD:output"
-  node_options: { [type.googleapis.com / mediapipe.S2tCalculatorOptions]: { models_path: "../../tiny-whisper" } } }
+  node_options: { [type.googleapis.com / mediapipe.$2CalculatorOptions]: { models_path: "../../$1" } } }
 PBTXT
-cat > models/demo/tiny-speecht5/graph.pbtxt <<'PBTXT'
-input_stream: "HTTP_REQUEST_PAYLOAD:input"
-output_stream: "HTTP_RESPONSE_PAYLOAD:output"
-node: { name: "T2sExecutor" calculator: "T2sCalculator"
-  input_stream: "HTTP_REQUEST_PAYLOAD:input" output_stream: "HTTP_RESPONSE_PAYLOAD:output"
-  node_options: { [type.googleapis.com / mediapipe.T2sCalculatorOptions]: { models_path: "../../tiny-speecht5" } } }
-PBTXT
+}
+speech_graph tiny-whisper S2t
+speech_graph tiny-speecht5 T2s
 cat > models/demo/config.json <<'JSON'
 {"mediapipe_config_list": [{"name": "tiny-llm", "base_path": "tiny-llm"}, {"name": "tiny-image", "base_path": "../tiny-image"},
   {"name": "tiny-whisper", "base_path": "tiny-whisper"}, {"name": "tiny-speecht5", "base_path": "tiny-speecht5"}]}
